@@ -1,0 +1,3 @@
+module github.com/prismsbi/prism
+
+go 1.26.8
