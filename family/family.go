@@ -152,6 +152,12 @@ type DesignSampler interface {
 	SampleDesign(r *rand.Rand) Design
 }
 
+// TableDesigner is implemented by families whose designs can be read from
+// acquisition tables on disk (dMRI: an FSL bval/bvec pair).
+type TableDesigner interface {
+	DesignFromTable(bvalPath, bvecPath string) (Design, error)
+}
+
 // FixedDesign is a DesignSampler that always returns the same design.
 type FixedDesign Design
 
