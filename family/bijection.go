@@ -1,0 +1,300 @@
+package family
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/mathext"
+)
+
+// This file holds the bijections that carry the standard-normal latent θ to
+// natural parameters (paper App. A.2, reference-spec §1.3, §2.2, §2.4). None
+// of them allocate.
+
+// MaxSimplex is the largest number of simplex components StickBreaking
+// supports (its scratch space lives on the stack).
+const MaxSimplex = 32
+
+// stickClip keeps the stick-breaking uniforms and proportions away from 0 and
+// 1, as the reference implementation does (reference-spec §2.4).
+const stickClip = 1e-12
+
+// Phi is the standard normal cumulative distribution function. It is
+// computed from math.Erfc so that both tails keep full relative precision
+// (Phi(-z) is accurate where 1-Phi(z) would cancel).
+func Phi(z float64) float64 {
+	return 0.5 * math.Erfc(-z/math.Sqrt2)
+}
+
+// PhiInv is the standard normal quantile function, the inverse of Phi. It
+// returns -Inf at 0 and +Inf at 1 and is accurate to a few ulps in both
+// tails.
+func PhiInv(u float64) float64 {
+	switch {
+	case u <= 0:
+		return math.Inf(-1)
+	case u >= 1:
+		return math.Inf(1)
+	}
+	return mathext.NormalQuantile(u)
+}
+
+// NormPDF is the standard normal density.
+func NormPDF(z float64) float64 {
+	return math.Exp(-0.5*z*z) / math.Sqrt(2*math.Pi)
+}
+
+// Interval maps a latent z to a + (b−a)Φ(z), which is uniform on (a, b) when
+// z is standard normal, and returns the value and dv/dz.
+func Interval(z, a, b float64) (v, dv float64) {
+	return a + (b-a)*Phi(z), (b - a) * NormPDF(z)
+}
+
+// IntervalInv inverts Interval: it returns the latent z with
+// a + (b−a)Φ(z) = v. Values at or outside the interval edges map to ∓Inf.
+func IntervalInv(v, a, b float64) float64 {
+	return PhiInv((v - a) / (b - a))
+}
+
+// Hemisphere maps (z1, z2) to a direction uniform on the upper hemisphere
+// when z1, z2 are independent standard normals: polar angle
+// θ = arccos(1−Φ(z1)) ∈ [0, π/2] and azimuth φ = 2πΦ(z2) − π ∈ [−π, π]. It
+// also returns dθ/dz1 and dφ/dz2.
+//
+// cos θ = 1−Φ(z1) = Φ(−z1) is uniform on (0, 1), which is the uniform
+// distribution on the hemisphere by Archimedes' hat-box theorem.
+func Hemisphere(z1, z2 float64) (theta, phi, dTheta, dPhi float64) {
+	c := Phi(-z1)
+	theta = math.Acos(c)
+	// sin θ = sqrt((1−c)(1+c)) with 1−c = Φ(z1) computed without cancellation.
+	s := math.Sqrt(Phi(z1) * (1 + c))
+	if s > 0 {
+		dTheta = NormPDF(z1) / s
+	}
+	phi = 2*math.Pi*Phi(z2) - math.Pi
+	dPhi = 2 * math.Pi * NormPDF(z2)
+	return theta, phi, dTheta, dPhi
+}
+
+// HemisphereInv inverts Hemisphere for θ ∈ [0, π/2], φ ∈ [−π, π].
+func HemisphereInv(theta, phi float64) (z1, z2 float64) {
+	z1 = -PhiInv(math.Cos(theta))
+	z2 = PhiInv((phi + math.Pi) / (2 * math.Pi))
+	return z1, z2
+}
+
+// Direction returns the unit vector with polar angle theta and azimuth phi:
+// (sinθ cosφ, sinθ sinφ, cosθ).
+func Direction(theta, phi float64) [3]float64 {
+	st, ct := math.Sincos(theta)
+	sp, cp := math.Sincos(phi)
+	return [3]float64{st * cp, st * sp, ct}
+}
+
+// StickBreaking is the masked Dirichlet stick-breaking bijection
+// (reference-spec §2.4). With K = len(Alpha) simplex components and a mask
+// "on" selecting the active ones, the K−1 latents ε map to fractions π that
+// are Dirichlet(α restricted to the active components) distributed when ε is
+// standard normal; inactive components get π = 0.
+//
+// Latent i is active when component i is on and some later component is on,
+// so k active components use k−1 latents. For an active latent,
+// u_i = Φ(ε_i) (clipped to [1e−12, 1−1e−12]), b_i = Σ_{j>i, on} α_j and the
+// stick proportion is φ_i = I⁻¹_{u_i}(α_i, b_i), the Beta(α_i, b_i)
+// quantile. Then π_i = φ_i·(1 − Σ_{j<i} π_j) and the last active component
+// takes the remainder.
+type StickBreaking struct {
+	Alpha []float64
+}
+
+// stickState is the forward pass of StickBreaking, kept for the VJP.
+type stickState struct {
+	phi  [MaxSimplex]float64 // proportions of active latents
+	rest [MaxSimplex]float64 // remaining stick before component i
+	dphi [MaxSimplex]float64 // dφ_i/dε_i
+}
+
+// forward computes π and, when st is non-nil, the quantities the VJP needs.
+func (s StickBreaking) forward(eps []float64, on []bool, pi []float64, st *stickState) {
+	K := len(s.Alpha)
+	if K > MaxSimplex {
+		panic("family: StickBreaking supports at most 32 components")
+	}
+	last := -1
+	total := 0.0
+	for i := 0; i < K; i++ {
+		pi[i] = 0
+		if on[i] {
+			last = i
+			total += s.Alpha[i]
+		}
+	}
+	if last < 0 {
+		return
+	}
+	rest := 1.0
+	after := total // Σ_{j≥i, on} α_j
+	for i := 0; i < last; i++ {
+		if !on[i] {
+			continue
+		}
+		after -= s.Alpha[i]
+		b := after
+		u := Phi(eps[i])
+		clipped := false
+		if u < stickClip {
+			u, clipped = stickClip, true
+		} else if u > 1-stickClip {
+			u, clipped = 1-stickClip, true
+		}
+		p := mathext.InvRegIncBeta(s.Alpha[i], b, u)
+		if math.IsNaN(p) {
+			p = 0.5
+		}
+		pi[i] = p * rest
+		if st != nil {
+			st.phi[i] = p
+			st.rest[i] = rest
+			st.dphi[i] = 0
+			if !clipped && p > 0 && p < 1 {
+				// dφ/dε = φ_N(ε) / Beta(φ; α, b)-density, in logs.
+				logDens := (s.Alpha[i]-1)*math.Log(p) + (b-1)*math.Log1p(-p) - mathext.Lbeta(s.Alpha[i], b)
+				st.dphi[i] = math.Exp(-0.5*eps[i]*eps[i] - 0.5*math.Log(2*math.Pi) - logDens)
+			}
+		}
+		rest -= pi[i]
+		if rest < 0 {
+			rest = 0
+		}
+	}
+	pi[last] = rest
+	// Renormalise over the active components (guards against rounding).
+	sum := 0.0
+	for i := 0; i <= last; i++ {
+		sum += pi[i]
+	}
+	if sum > 0 && sum != 1 {
+		for i := 0; i <= last; i++ {
+			pi[i] /= sum
+		}
+	}
+}
+
+// Fractions writes the simplex fractions for latents eps (length K−1) and
+// mask on (length K) into pi (length K). Inactive latents are ignored.
+func (s StickBreaking) Fractions(eps []float64, on []bool, pi []float64) {
+	s.forward(eps, on, pi, nil)
+}
+
+// VJP accumulates gEps += (∂π/∂ε)ᵀ gPi. Only active latents receive
+// gradient; inactive entries of gEps are left unchanged.
+func (s StickBreaking) VJP(eps []float64, on []bool, gPi, gEps []float64) {
+	var st stickState
+	var pi [MaxSimplex]float64
+	s.forward(eps, on, pi[:len(s.Alpha)], &st)
+	last := -1
+	for i := len(s.Alpha) - 1; i >= 0; i-- {
+		if on[i] {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return
+	}
+	// With active latents a_1 < … < a_m and last active component L:
+	//   π_{a_j} = φ_j R_j,  R_{j+1} = R_j (1−φ_j),  π_L = R_{m+1}.
+	// T_j = ∂(Σ_{later} gπ·π)/∂R_{j+1} · … is accumulated backwards:
+	//   T = gπ_L;  ∂/∂φ_j = R_j (gπ_{a_j} − T);  T ← gπ_{a_j} φ_j + (1−φ_j) T.
+	T := gPi[last]
+	for i := last - 1; i >= 0; i-- {
+		if !on[i] {
+			continue
+		}
+		gphi := st.rest[i] * (gPi[i] - T)
+		gEps[i] += gphi * st.dphi[i]
+		T = gPi[i]*st.phi[i] + (1-st.phi[i])*T
+	}
+}
+
+// Inverse writes the latents eps (length K−1) that Fractions maps to pi under
+// mask on. Inactive latents are set to zero.
+func (s StickBreaking) Inverse(pi []float64, on []bool, eps []float64) {
+	K := len(s.Alpha)
+	last := -1
+	total := 0.0
+	for i := 0; i < K; i++ {
+		if on[i] {
+			last = i
+			total += s.Alpha[i]
+		}
+	}
+	for i := 0; i < K-1; i++ {
+		eps[i] = 0
+	}
+	used := 0.0
+	after := total
+	for i := 0; i < last; i++ {
+		if !on[i] {
+			continue
+		}
+		after -= s.Alpha[i]
+		rest := 1 - used
+		p := 0.5
+		if rest > 0 {
+			p = pi[i] / rest
+		}
+		p = math.Min(math.Max(p, stickClip), 1-stickClip)
+		eps[i] = PhiInv(mathext.RegIncBeta(s.Alpha[i], after, p))
+		used += pi[i]
+	}
+}
+
+// tensorScale and tensorFloor define D = tensorScale·L·Lᵀ + tensorFloor·I
+// (reference-spec §2.2, Dti compartment), in mm²/s.
+const (
+	tensorScale = 1e-3
+	tensorFloor = 1e-4
+)
+
+// tril are the (row, column) positions of the six Cholesky latents.
+var tril = [6][2]int{{0, 0}, {1, 0}, {1, 1}, {2, 0}, {2, 1}, {2, 2}}
+
+// CholeskyTensor maps six latents, used directly as the lower-triangular
+// entries of L in row-major order (0,0),(1,0),(1,1),(2,0),(2,1),(2,2), to
+// the diffusion tensor D = 10⁻³·L·Lᵀ + 10⁻⁴·I, which is symmetric positive
+// definite for every z.
+func CholeskyTensor(z []float64) (D [3][3]float64) {
+	var L [3][3]float64
+	for i, p := range tril {
+		L[p[0]][p[1]] = z[i]
+	}
+	for i := 0; i < 3; i++ {
+		for j := 0; j <= i; j++ {
+			s := 0.0
+			for k := 0; k <= j; k++ {
+				s += L[i][k] * L[j][k]
+			}
+			D[i][j] = tensorScale * s
+			D[j][i] = D[i][j]
+		}
+		D[i][i] += tensorFloor
+	}
+	return D
+}
+
+// CholeskyTensorVJP accumulates gz += ∂/∂z Σ_ij gD_ij D_ij(z).
+func CholeskyTensorVJP(z []float64, gD [3][3]float64, gz []float64) {
+	var L [3][3]float64
+	for i, p := range tril {
+		L[p[0]][p[1]] = z[i]
+	}
+	// ∂/∂L Σ gD ⊙ (c L Lᵀ) = c (gD + gDᵀ) L.
+	for i, p := range tril {
+		r, c := p[0], p[1]
+		s := 0.0
+		for k := 0; k < 3; k++ {
+			s += (gD[r][k] + gD[k][r]) * L[k][c]
+		}
+		gz[i] += tensorScale * s
+	}
+}
