@@ -18,6 +18,10 @@ const MaxSimplex = 32
 // 1, as the reference implementation does (reference-spec §2.4).
 const stickClip = 1e-12
 
+// tinyProportion is the smallest stick proportion StickBreaking.Inverse
+// accepts; smaller ones (and zero) are raised to it.
+const tinyProportion = 1e-300
+
 // Phi is the standard normal cumulative distribution function. It is
 // computed from math.Erfc so that both tails keep full relative precision
 // (Phi(-z) is accurate where 1-Phi(z) would cancel).
@@ -64,9 +68,11 @@ func IntervalInv(v, a, b float64) float64 {
 // distribution on the hemisphere by Archimedes' hat-box theorem.
 func Hemisphere(z1, z2 float64) (theta, phi, dTheta, dPhi float64) {
 	c := Phi(-z1)
-	theta = math.Acos(c)
-	// sin θ = sqrt((1−c)(1+c)) with 1−c = Φ(z1) computed without cancellation.
+	// sin θ = sqrt((1−c)(1+c)) with 1−c = Φ(z1) computed without cancellation;
+	// atan2 keeps full relative precision of θ near the pole, where acos(c)
+	// would not.
 	s := math.Sqrt(Phi(z1) * (1 + c))
+	theta = math.Atan2(s, c)
 	if s > 0 {
 		dTheta = NormPDF(z1) / s
 	}
@@ -77,7 +83,14 @@ func Hemisphere(z1, z2 float64) (theta, phi, dTheta, dPhi float64) {
 
 // HemisphereInv inverts Hemisphere for θ ∈ [0, π/2], φ ∈ [−π, π].
 func HemisphereInv(theta, phi float64) (z1, z2 float64) {
-	z1 = -PhiInv(math.Cos(theta))
+	// Φ(−z1) = cos θ; near the pole use 1 − cos θ = 2 sin²(θ/2) = Φ(z1) to
+	// avoid cancellation.
+	if c := math.Cos(theta); c < 0.5 {
+		z1 = -PhiInv(c)
+	} else {
+		h := math.Sin(theta / 2)
+		z1 = PhiInv(2 * h * h)
+	}
 	z2 = PhiInv((phi + math.Pi) / (2 * math.Pi))
 	return z1, z2
 }
@@ -139,32 +152,41 @@ func (s StickBreaking) forward(eps []float64, on []bool, pi []float64, st *stick
 		}
 		after -= s.Alpha[i]
 		b := after
-		u := Phi(eps[i])
+		u, uc := Phi(eps[i]), Phi(-eps[i]) // u and 1−u, both to full precision
 		clipped := false
 		if u < stickClip {
-			u, clipped = stickClip, true
-		} else if u > 1-stickClip {
-			u, clipped = 1-stickClip, true
+			u, uc, clipped = stickClip, 1-stickClip, true
+		} else if uc < stickClip {
+			u, uc, clipped = 1-stickClip, stickClip, true
 		}
-		p := mathext.InvRegIncBeta(s.Alpha[i], b, u)
-		if math.IsNaN(p) {
-			p = 0.5
+		// φ = I⁻¹_u(α, b). When φ is close to 1 its complement
+		// 1−φ = I⁻¹_{1−u}(b, α) is computed directly so that the remaining
+		// stick keeps its relative precision.
+		// φ > 1/2 exactly when u > I_{1/2}(α, b), which is much cheaper to
+		// evaluate than a second inverse.
+		var p, q float64
+		if u <= mathext.RegIncBeta(s.Alpha[i], b, 0.5) {
+			p = mathext.InvRegIncBeta(s.Alpha[i], b, u)
+			q = 1 - p
+		} else {
+			q = mathext.InvRegIncBeta(b, s.Alpha[i], uc)
+			p = 1 - q
+		}
+		if math.IsNaN(p) || math.IsNaN(q) {
+			p, q = 0.5, 0.5
 		}
 		pi[i] = p * rest
 		if st != nil {
 			st.phi[i] = p
 			st.rest[i] = rest
 			st.dphi[i] = 0
-			if !clipped && p > 0 && p < 1 {
+			if !clipped && p > 0 && q > 0 {
 				// dφ/dε = φ_N(ε) / Beta(φ; α, b)-density, in logs.
-				logDens := (s.Alpha[i]-1)*math.Log(p) + (b-1)*math.Log1p(-p) - mathext.Lbeta(s.Alpha[i], b)
+				logDens := (s.Alpha[i]-1)*math.Log(p) + (b-1)*math.Log(q) - mathext.Lbeta(s.Alpha[i], b)
 				st.dphi[i] = math.Exp(-0.5*eps[i]*eps[i] - 0.5*math.Log(2*math.Pi) - logDens)
 			}
 		}
-		rest -= pi[i]
-		if rest < 0 {
-			rest = 0
-		}
+		rest *= q
 	}
 	pi[last] = rest
 	// Renormalise over the active components (guards against rounding).
@@ -231,21 +253,35 @@ func (s StickBreaking) Inverse(pi []float64, on []bool, eps []float64) {
 	for i := 0; i < K-1; i++ {
 		eps[i] = 0
 	}
-	used := 0.0
+	// The stick remaining after component i is the sum of the later
+	// fractions; summing from the end (rather than 1 − prefix sum) keeps the
+	// relative precision of small remainders.
 	after := total
 	for i := 0; i < last; i++ {
 		if !on[i] {
 			continue
 		}
 		after -= s.Alpha[i]
-		rest := 1 - used
-		p := 0.5
-		if rest > 0 {
-			p = pi[i] / rest
+		tail := 0.0
+		for j := i + 1; j <= last; j++ {
+			if on[j] {
+				tail += pi[j]
+			}
 		}
-		p = math.Min(math.Max(p, stickClip), 1-stickClip)
-		eps[i] = PhiInv(mathext.RegIncBeta(s.Alpha[i], after, p))
-		used += pi[i]
+		p, q := 0.5, 0.5 // φ and 1−φ
+		if d := pi[i] + tail; d > 0 {
+			p, q = pi[i]/d, tail/d
+		}
+		// Only degenerate proportions are clipped (to keep the incomplete
+		// beta finite); the forward map's precision makes the reference's
+		// 1e−12 clip unnecessary here.
+		if p <= 0.5 {
+			p = math.Max(p, tinyProportion)
+			eps[i] = PhiInv(mathext.RegIncBeta(s.Alpha[i], after, p))
+		} else {
+			q = math.Max(q, tinyProportion)
+			eps[i] = -PhiInv(mathext.RegIncBeta(after, s.Alpha[i], q))
+		}
 	}
 }
 
