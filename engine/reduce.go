@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/prismsbi/prism/engine/kernels"
+)
+
+// ---------------------------------------------------------------------------
+// Sum / Mean over all elements: out [] (a scalar) = c·Σ x, c = 1 or 1/size.
+// Accumulated in float64. node: a = x; f0 = c.
+
+// Sum returns the sum of all elements as a scalar tensor.
+func (g *Graph) Sum(x *Tensor) *Tensor { return g.sumAll(x, 1) }
+
+// Mean returns the mean of all elements as a scalar tensor.
+func (g *Graph) Mean(x *Tensor) *Tensor { return g.sumAll(x, 1/float32(x.Size())) }
+
+func (g *Graph) sumAll(x *Tensor, c float32) *Tensor {
+	out := g.newTensor(g.anyGrad(x))
+	var s float64
+	for _, v := range x.Data {
+		s += float64(v)
+	}
+	out.Data[0] = float32(s * float64(c))
+	if out.requiresGrad {
+		nd := g.record(out, sumAllBackward)
+		nd.a, nd.f0 = x, c
+	}
+	return out
+}
+
+// dx += c·dout.
+func sumAllBackward(g *Graph, nd *node) {
+	x := nd.a
+	if !x.needsGrad() {
+		return
+	}
+	d := nd.f0 * nd.out.Grad[0]
+	parallelElems(x.Size(), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x.Grad[i] += d
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// SumLast / MeanLast over the last axis: x [..., D] → out [...] = c·Σ_d x.
+// node: a = x; f0 = c; i0 = rows, i1 = D.
+
+// SumLast sums over the last axis, dropping it.
+func (g *Graph) SumLast(x *Tensor) *Tensor { return g.sumLast(x, 1) }
+
+// MeanLast averages over the last axis, dropping it.
+func (g *Graph) MeanLast(x *Tensor) *Tensor { return g.sumLast(x, 1/float32(x.Cols())) }
+
+func (g *Graph) sumLast(x *Tensor, c float32) *Tensor {
+	if x.Rank() == 0 {
+		panic("engine: SumLast of a scalar")
+	}
+	rows, d := x.Rows(), x.Cols()
+	out := g.newTensor(g.anyGrad(x), x.Shape[:x.Rank()-1]...)
+	parallelRows(bcast{o: rows, m: 1, i: d}, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			var s float32
+			for _, v := range x.Data[r*d : (r+1)*d] {
+				s += v
+			}
+			out.Data[r] = c * s
+		}
+	})
+	if out.requiresGrad {
+		nd := g.record(out, sumLastBackward)
+		nd.a, nd.f0 = x, c
+		nd.i0, nd.i1 = rows, d
+	}
+	return out
+}
+
+// dx[r, :] += c·dout[r].
+func sumLastBackward(g *Graph, nd *node) {
+	x, dy, c, d := nd.a, nd.out.Grad, nd.f0, nd.i1
+	if !x.needsGrad() {
+		return
+	}
+	parallelRows(bcast{o: nd.i0, m: 1, i: d}, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			v := c * dy[r]
+			for j := range x.Grad[r*d : (r+1)*d] {
+				x.Grad[r*d+j] += v
+			}
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Losses. Both return a scalar: the sum over all elements (weighted/masked);
+// divide by the batch size with Scale for a mean over samples.
+
+// BCEWithLogits returns Σ_i w_i·BCE(σ(logits_i), targets_i) in the
+// numerically stable form max(x,0) − x·t + log(1 + e^{−|x|}). targets (in
+// [0, 1]) are constants; weights (0/1 for a mask) may be nil.
+// node: a = logits, b = targets, c = weights.
+func (g *Graph) BCEWithLogits(logits, targets, weights *Tensor) *Tensor {
+	n := logits.Size()
+	if targets.Size() != n || (weights != nil && weights.Size() != n) {
+		panic(fmt.Sprintf("engine: BCEWithLogits of logits %v, targets %v, weights %v", logits.Shape, targets.Shape, shapeOf(weights)))
+	}
+	out := g.newTensor(g.anyGrad(logits))
+	out.Data[0] = float32(kernels.BCEWithLogits(logits.Data, targets.Data, dataOf(weights), n))
+	if out.requiresGrad {
+		nd := g.record(out, bceBackward)
+		nd.a, nd.b, nd.c = logits, targets, weights
+	}
+	return out
+}
+
+// dlogits += dout·w·(σ(x) − t).
+func bceBackward(g *Graph, nd *node) {
+	x := nd.a
+	if x.needsGrad() {
+		kernels.BCEWithLogitsBackward(x.Data, nd.b.Data, dataOf(nd.c), x.Size(), nd.out.Grad[0], x.Grad)
+	}
+}
+
+// MaskedSquaredError returns Σ_i m_i·(pred_i − target_i)²; mask may be nil.
+// Gradients flow into pred and target. node: a = pred, b = target, c = mask.
+func (g *Graph) MaskedSquaredError(pred, target, mask *Tensor) *Tensor {
+	n := pred.Size()
+	if target.Size() != n || (mask != nil && mask.Size() != n) {
+		panic(fmt.Sprintf("engine: MaskedSquaredError of pred %v, target %v, mask %v", pred.Shape, target.Shape, shapeOf(mask)))
+	}
+	out := g.newTensor(g.anyGrad(pred, target))
+	out.Data[0] = float32(kernels.MaskedSquaredError(pred.Data, target.Data, dataOf(mask), n))
+	if out.requiresGrad {
+		nd := g.record(out, mseBackward)
+		nd.a, nd.b, nd.c = pred, target, mask
+	}
+	return out
+}
+
+// dpred += 2·dout·m·(pred − target);  dtarget −= the same.
+func mseBackward(g *Graph, nd *node) {
+	p, t := nd.a, nd.b
+	kernels.MaskedSquaredErrorBackward(p.Data, t.Data, dataOf(nd.c), p.Size(), nd.out.Grad[0], gradOf(p), gradOf(t))
+}
