@@ -1,0 +1,175 @@
+package kernels
+
+import (
+	"math"
+	"testing"
+)
+
+var attnBigCases = []attnCase{
+	{"causal-T51-Dh16", AttnShape{B: 8, Tq: 51, Tk: 51, H: 4, Dh: 16}, causal},
+	{"block-fusedqkv-Dh16", AttnShape{B: 8, Tq: 50, Tk: 50, H: 4, Dh: 16, LdQ: 192, LdK: 192, LdV: 192}, blockMask},
+	{"cross-Dh16", AttnShape{B: 6, Tq: 51, Tk: 10, H: 4, Dh: 16}, noMask},
+	{"cross-odd-Dh", AttnShape{B: 5, Tq: 13, Tk: 37, H: 3, Dh: 7, LdQ: 23, LdK: 30, LdV: 21, LdO: 22}, blockMask},
+	{"decode-Tq1", AttnShape{B: 16, Tq: 1, Tk: 300, H: 4, Dh: 16}, noMask},
+}
+
+// TestAttentionMatchesReference compares the exported kernels with the
+// float64 reference. Scores are dot products of Dh ≤ 16 terms, softmax sums
+// ≤ 300 terms and outputs convex combinations of v, so float32 errors are a
+// few hundred ulp at most relative to the largest value: tol 1e-5.
+func TestAttentionMatchesReference(t *testing.T) {
+	for ci, tc := range attnBigCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRNG(uint64(40 + ci))
+			s := tc.s.norm()
+			m := tc.mask(r, s)
+			rn := func(n int) []float64 { return randn64(r, n, 1) }
+			q, k, v := attnBuffers(r, s, rn)
+			nout := s.span(s.B*s.Tq, s.LdO)
+			out, probs := rn(nout), make([]float64, s.B*s.H*s.Tq*s.Tk)
+			out32 := to32(out) // gaps between strided rows must survive
+			attnFwdRef(s, q, k, v, m, out, probs, 0, s.B*s.H, nil)
+			probs32 := make([]float32, len(probs))
+			AttentionForward(tc.s, to32(q), to32(k), to32(v), m, out32, probs32)
+			checkClose(t, "out", out32, out, 1e-5, maxAbs(out))
+			checkClose(t, "probs", probs32, probs, 1e-5, 1)
+
+			// Inference without probs gives the same output.
+			outInf := make([]float32, nout)
+			copy(outInf, out32)
+			AttentionForward(tc.s, to32(q), to32(k), to32(v), m, outInf, nil)
+			checkClose(t, "out (no probs)", outInf, out, 1e-5, maxAbs(out))
+
+			dout := rn(nout)
+			dq, dk, dv := rn(len(q)), rn(len(k)), rn(len(v))
+			dq32, dk32, dv32 := to32(dq), to32(dk), to32(dv)
+			attnBwdRef(s, q, k, v, probs, out, dout, 0, s.B*s.H, dq, dk, dv)
+			AttentionBackward(tc.s, to32(q), to32(k), to32(v), probs32, out32, to32(dout), m, dq32, dk32, dv32)
+			checkClose(t, "dq", dq32, dq, 1e-5, maxAbs(dq))
+			checkClose(t, "dk", dk32, dk, 1e-5, maxAbs(dk))
+			checkClose(t, "dv", dv32, dv, 1e-5, maxAbs(dv))
+		})
+	}
+}
+
+// TestAttentionEmptyRow checks that a query without any allowed key yields a
+// zero output and zero gradients rather than NaN.
+func TestAttentionEmptyRow(t *testing.T) {
+	s := AttnShape{B: 1, Tq: 2, Tk: 3, H: 1, Dh: 16}
+	allow := []bool{false, false, false, true, false, true}
+	r := newRNG(50)
+	q, k, v := to32(randn64(r, 2*16, 1)), to32(randn64(r, 3*16, 1)), to32(randn64(r, 3*16, 1))
+	out, probs := make([]float32, 2*16), make([]float32, 6)
+	AttentionForward(s, q, k, v, Mask{Allow: allow}, out, probs)
+	dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+	dout := to32(randn64(r, 2*16, 1))
+	AttentionBackward(s, q, k, v, probs, out, dout, Mask{Allow: allow}, dq, dk, dv)
+	for i := 0; i < 16; i++ {
+		if out[i] != 0 || dq[i] != 0 {
+			t.Fatalf("masked row: out %g, dq %g at %d", out[i], dq[i], i)
+		}
+	}
+	for _, buf := range [][]float32{out, probs, dq, dk, dv} {
+		for _, x := range buf {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("non-finite value in %v", buf)
+			}
+		}
+	}
+	if probs[0]+probs[1]+probs[2] != 0 || math.Abs(float64(probs[3]+probs[5]-1)) > 1e-6 || probs[4] != 0 {
+		t.Errorf("probs = %v", probs)
+	}
+}
+
+// TestAttentionKVCache checks that decoding token by token (Tq = 1 over the
+// keys seen so far) reproduces causal attention over the whole sequence.
+func TestAttentionKVCache(t *testing.T) {
+	r := newRNG(51)
+	const b, tt, h, dh = 3, 9, 4, 16
+	w := h * dh
+	q, k, v := to32(randn64(r, b*tt*w, 1)), to32(randn64(r, b*tt*w, 1)), to32(randn64(r, b*tt*w, 1))
+	full := make([]float32, b*tt*w)
+	AttentionForward(AttnShape{B: b, Tq: tt, Tk: tt, H: h, Dh: dh}, q, k, v, CausalMask(tt), full, nil)
+	// Cache layout [B, maxT, w]: batch stride is maxT rows, so decode batch
+	// by batch with B = 1 over the first i+1 rows.
+	step := make([]float32, w)
+	for bi := 0; bi < b; bi++ {
+		for i := 0; i < tt; i++ {
+			s := AttnShape{B: 1, Tq: 1, Tk: i + 1, H: h, Dh: dh}
+			AttentionForward(s, q[(bi*tt+i)*w:], k[bi*tt*w:], v[bi*tt*w:], Mask{}, step, nil)
+			// Same arithmetic on the same keys: only summation order of the
+			// parallel split may differ, so 1e-6 absolute on O(1) values.
+			for j := range step {
+				if d := step[j] - full[(bi*tt+i)*w+j]; d > 1e-6 || d < -1e-6 {
+					t.Fatalf("b=%d i=%d col %d: cached %g, full %g", bi, i, j, step[j], full[(bi*tt+i)*w+j])
+				}
+			}
+		}
+	}
+}
+
+// TestKernelsDoNotAllocate checks the hot-path kernels allocate nothing
+// after warm-up.
+func TestKernelsDoNotAllocate(t *testing.T) {
+	const b, tt, h, dh = 8, 51, 4, 16
+	d := h * dh
+	s := AttnShape{B: b, Tq: tt, Tk: tt, H: h, Dh: dh}
+	x := make([]float32, b*tt*d)
+	y := make([]float32, b*tt*d)
+	big := make([]float32, b*tt*4*d)
+	vec := make([]float32, b*d)
+	rows := make([]float32, b*tt)
+	rows2 := make([]float32, b*tt)
+	g := make([]float32, 4*d)
+	probs := make([]float32, b*h*tt*tt)
+	m := CausalMask(tt)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	fns := map[string]func(){
+		"layernorm": func() {
+			LayerNormForward(x, b*tt, d, g[:d], g[:d], 1e-5, y, rows, rows2)
+			LayerNormBackward(x, x, rows, rows2, g[:d], b*tt, d, y, g[:d], g[d:2*d])
+		},
+		"lnmod": func() {
+			LayerNormModulateForward(x, b, tt, d, g[:d], g[:d], vec, vec, 1e-5, y, rows, rows2)
+			LayerNormModulateBackward(x, x, rows, rows2, g[:d], g[:d], vec, b, tt, d, y, g[:d], g[d:2*d], vec, vec)
+		},
+		"modulate": func() {
+			ModulateForward(x, vec, vec, b, tt, d, y)
+			ModulateBackward(x, x, vec, b, tt, d, y, vec, vec)
+		},
+		"gelu": func() {
+			BiasGELUForward(big, b*tt, 4*d, g, big)
+			BiasGELUBackward(big, big, b*tt, 4*d, big, g)
+			GELUForward(big, big)
+			GELUBackward(big, big, big)
+		},
+		"bias": func() {
+			AddBias(y, b*tt, d, g[:d])
+			BiasGrad(y, b*tt, d, g[:d])
+		},
+		"elementwise": func() {
+			Axpy(0.5, big, big)
+			Add(big, big, big)
+			Scale(0.5, big)
+		},
+		"attention": func() {
+			AttentionForward(s, x, x, x, m, y, probs)
+			AttentionBackward(s, x, x, x, probs, y, y, m, big[:len(x)], big[len(x):2*len(x)], big[2*len(x):3*len(x)])
+			AttentionForward(AttnShape{B: b, Tq: 1, Tk: tt, H: h, Dh: dh}, x, x, x, Mask{}, y, nil)
+		},
+		"sgemm": func() {
+			Sgemm(false, true, b*tt, d, d, 1, x, d, x, d, 0, y, d)
+		},
+	}
+	if Backend == "go" {
+		delete(fns, "sgemm") // gonum's Sgemm spawns goroutines per call
+	}
+	for name, f := range fns {
+		f()
+		if a := testing.AllocsPerRun(20, f); a != 0 {
+			t.Errorf("%s: %.1f allocations per call", name, a)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+//go:build cgo
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3 -march=native
+#cgo LDFLAGS: -lopenblas
+#include <cblas.h>
+*/
+import "C"
+
+import "unsafe"
+
+import "gonum.org/v1/gonum/blas/gonum"
+
+const Backend = "c"
+
+var gonumBLAS gonum.Implementation
+
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	ta, tb := C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans), C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans)
+	if transA {
+		ta = C.CblasTrans
+	}
+	if transB {
+		tb = C.CblasTrans
+	}
+	C.cblas_sgemm(C.CblasRowMajor, ta, tb, C.blasint(m), C.blasint(n), C.blasint(k), C.float(alpha),
+		fptr(a), C.blasint(lda), fptr(b), C.blasint(ldb), C.float(beta), fptr(c), C.blasint(ldc))
+}
+
+func fptr(s []float32) *C.float {
+	if s == nil {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(unsafe.SliceData(s)))
+}
+
+func SetBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
+
+func addBiasImpl(y []float32, lo, hi, n int, bias []float32) { addBiasRef(y, lo, hi, n, bias) }
+
+func biasGradImpl(dy []float32, lo, hi, n int, dbias []float32) { biasGradRef(dy, lo, hi, n, dbias) }
+
+func lnFwdImpl(x []float32, lo, hi, dim int, gamma, beta []float32, eps float32, y, mean, rstd []float32) {
+	layerNormFwdRef(x, lo, hi, dim, gamma, beta, eps, y, mean, rstd)
+}
+
+func lnBwdImpl(dy, x, mean, rstd, gamma []float32, lo, hi, dim int, dx, dgamma, dbeta []float32) {
+	layerNormBwdRef(dy, x, mean, rstd, gamma, lo, hi, dim, dx, dgamma, dbeta)
+}
+
+func modFwdImpl(h, s, c []float32, lo, hi, t, d int, y []float32) {
+	modulateFwdRef(h, s, c, lo, hi, t, d, y)
+}
+
+func modBwdImpl(dy, h, s []float32, lo, hi, t, d int, dh, ds, dc []float32) {
+	modulateBwdRef(dy, h, s, lo, hi, t, d, dh, ds, dc)
+}
+
+func lnModFwdImpl(x []float32, lo, hi, t, d int, gamma, beta, s, c []float32, eps float32, y, mean, rstd []float32) {
+	layerNormModFwdRef(x, lo, hi, t, d, gamma, beta, s, c, eps, y, mean, rstd)
+}
+
+func lnModBwdImpl(dy, x, mean, rstd, gamma, beta, s []float32, lo, hi, t, d int, dx, dgamma, dbeta, ds, dc, scratch []float32) {
+	layerNormModBwdRef(dy, x, mean, rstd, gamma, beta, s, lo, hi, t, d, dx, dgamma, dbeta, ds, dc, scratch)
+}
+
+func geluFwdImpl(x, y []float32) { geluFwdRef(x, y) }
+
+func geluBwdImpl(dy, x, dx []float32) { geluBwdRef(dy, x, dx) }
+
+func biasGELUFwdImpl(z []float32, lo, hi, n int, bias, y []float32) {
+	biasGELUFwdRef(z, lo, hi, n, bias, y)
+}
+
+func biasGELUBwdImpl(dy, z []float32, lo, hi, n int, dz, dbias []float32) {
+	biasGELUBwdRef(dy, z, lo, hi, n, dz, dbias)
+}
+
+func attnFwdImpl(s AttnShape, q, k, v []float32, m Mask, out, probs []float32, lo, hi int) {
+	var sc *[]float32
+	var scratch []float32
+	if probs == nil {
+		sc = getScratch(s.Tk)
+		scratch = *sc
+	}
+	attnFwdRef(s, q, k, v, m, out, probs, lo, hi, scratch)
+	if sc != nil {
+		putScratch(sc)
+	}
+}
+
+func attnBwdImpl(s AttnShape, q, k, v, probs, out, dout []float32, lo, hi int, dq, dk, dv []float32) {
+	attnBwdRef(s, q, k, v, probs, out, dout, lo, hi, dq, dk, dv)
+}
+
+func axpyImpl(alpha float32, x, y []float32) { gonumBLAS.Saxpy(len(x), alpha, x, 1, y, 1) }
+
+func addImpl(dst, a, b []float32) {
+	for i := range dst {
+		dst[i] = a[i] + b[i]
+	}
+}
+
+func scaleImpl(alpha float32, x []float32) {
+	for i := range x {
+		x[i] *= alpha
+	}
+}

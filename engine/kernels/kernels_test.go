@@ -1,0 +1,279 @@
+package kernels
+
+import (
+	"math"
+	"sync/atomic"
+	"testing"
+)
+
+// These tests compare the exported float32 kernels (the C kernels when built
+// with cgo, the float32 reference otherwise) with the float64 reference on
+// the same float32-representable inputs, at sizes large enough to be split
+// across workers. Unless stated otherwise the tolerance is relative to the
+// largest magnitude of the reference result: float32 has unit roundoff
+// u = 6e-8, and a sum of n terms carries at most about n·u relative error
+// (√n·u typically); the kernels sum at most a few hundred terms per output,
+// and the C exp/tanh approximations are accurate to a few ulp, so 1e-5 for
+// per-row quantities and 1e-4 for sums over all rows (dgamma, dbias, ds,
+// 600–1000 terms) bound the expected error with a margin of ≥ 5.
+
+func TestLayerNormMatchesReference(t *testing.T) {
+	r := newRNG(21)
+	const rows, dim = 600, 64
+	x := randn64(r, rows*dim, 2)
+	for i := range x { // nonzero means, as after residual adds
+		x[i] += float64(float32(float64(i%dim) * 0.1))
+	}
+	gamma, beta, dy := randn64(r, dim, 1), randn64(r, dim, 1), randn64(r, rows*dim, 1)
+	for _, affine := range []bool{true, false} {
+		g, b := gamma, beta
+		if !affine {
+			g, b = nil, nil
+		}
+		y, mean, rstd := make([]float64, rows*dim), make([]float64, rows), make([]float64, rows)
+		layerNormFwdRef(x, 0, rows, dim, g, b, 1e-5, y, mean, rstd)
+		y32, mean32, rstd32 := make([]float32, rows*dim), make([]float32, rows), make([]float32, rows)
+		LayerNormForward(to32(x), rows, dim, to32(g), to32(b), 1e-5, y32, mean32, rstd32)
+		checkClose(t, "y", y32, y, 1e-5, maxAbs(y))
+		checkClose(t, "mean", mean32, mean, 1e-5, maxAbs(mean))
+		checkClose(t, "rstd", rstd32, rstd, 1e-5, maxAbs(rstd))
+
+		dx, dg, db := make([]float64, rows*dim), make([]float64, dim), make([]float64, dim)
+		if !affine {
+			dg, db = nil, nil
+		}
+		layerNormBwdRef(dy, x, mean, rstd, g, 0, rows, dim, dx, dg, db)
+		dx32, dg32, db32 := make([]float32, rows*dim), make([]float32, dim), make([]float32, dim)
+		if !affine {
+			dg32, db32 = nil, nil
+		}
+		LayerNormBackward(to32(dy), to32(x), mean32, rstd32, to32(g), rows, dim, dx32, dg32, db32)
+		checkClose(t, "dx", dx32, dx, 1e-5, maxAbs(dx))
+		if affine {
+			checkClose(t, "dgamma", dg32, dg, 1e-4, maxAbs(dg))
+			checkClose(t, "dbeta", db32, db, 1e-4, maxAbs(db))
+		}
+	}
+}
+
+func TestModulateMatchesReference(t *testing.T) {
+	r := newRNG(22)
+	const b, tt, d = 20, 51, 64
+	h, s, c, dy := randn64(r, b*tt*d, 1), randn64(r, b*d, 1), randn64(r, b*d, 1), randn64(r, b*tt*d, 1)
+	y := make([]float64, b*tt*d)
+	modulateFwdRef(h, s, c, 0, b, tt, d, y)
+	y32 := make([]float32, b*tt*d)
+	ModulateForward(to32(h), to32(s), to32(c), b, tt, d, y32)
+	checkClose(t, "y", y32, y, 1e-5, maxAbs(y))
+	dh, ds, dc := make([]float64, b*tt*d), make([]float64, b*d), make([]float64, b*d)
+	modulateBwdRef(dy, h, s, 0, b, tt, d, dh, ds, dc)
+	dh32, ds32, dc32 := make([]float32, b*tt*d), make([]float32, b*d), make([]float32, b*d)
+	ModulateBackward(to32(dy), to32(h), to32(s), b, tt, d, dh32, ds32, dc32)
+	checkClose(t, "dh", dh32, dh, 1e-5, maxAbs(dh))
+	checkClose(t, "ds", ds32, ds, 1e-5, maxAbs(ds))
+	checkClose(t, "dc", dc32, dc, 1e-5, maxAbs(dc))
+}
+
+func TestLayerNormModulateMatchesReference(t *testing.T) {
+	r := newRNG(23)
+	const b, tt, d = 20, 51, 64
+	x := randn64(r, b*tt*d, 3)
+	gamma, beta := randn64(r, d, 1), randn64(r, d, 1)
+	s, c, dy := randn64(r, b*d, 1), randn64(r, b*d, 1), randn64(r, b*tt*d, 1)
+	y, mean, rstd := make([]float64, b*tt*d), make([]float64, b*tt), make([]float64, b*tt)
+	layerNormModFwdRef(x, 0, b, tt, d, gamma, beta, s, c, 1e-6, y, mean, rstd)
+	y32, mean32, rstd32 := make([]float32, b*tt*d), make([]float32, b*tt), make([]float32, b*tt)
+	LayerNormModulateForward(to32(x), b, tt, d, to32(gamma), to32(beta), to32(s), to32(c), 1e-6, y32, mean32, rstd32)
+	checkClose(t, "y", y32, y, 1e-5, maxAbs(y))
+
+	dx, dg, db := make([]float64, b*tt*d), make([]float64, d), make([]float64, d)
+	ds, dc := make([]float64, b*d), make([]float64, b*d)
+	layerNormModBwdRef(dy, x, mean, rstd, gamma, beta, s, 0, b, tt, d, dx, dg, db, ds, dc, make([]float64, 2*d))
+	dx32, dg32, db32 := make([]float32, b*tt*d), make([]float32, d), make([]float32, d)
+	ds32, dc32 := make([]float32, b*d), make([]float32, b*d)
+	LayerNormModulateBackward(to32(dy), to32(x), mean32, rstd32, to32(gamma), to32(beta), to32(s), b, tt, d, dx32, dg32, db32, ds32, dc32)
+	checkClose(t, "dx", dx32, dx, 1e-5, maxAbs(dx))
+	checkClose(t, "dgamma", dg32, dg, 1e-4, maxAbs(dg))
+	checkClose(t, "dbeta", db32, db, 1e-4, maxAbs(db))
+	checkClose(t, "ds", ds32, ds, 1e-5, maxAbs(ds))
+	checkClose(t, "dc", dc32, dc, 1e-5, maxAbs(dc))
+
+	// Without parameter gradients and dx only.
+	dxOnly := make([]float32, b*tt*d)
+	LayerNormModulateBackward(to32(dy), to32(x), mean32, rstd32, to32(gamma), to32(beta), to32(s), b, tt, d, dxOnly, nil, nil, nil, nil)
+	checkClose(t, "dx (no param grads)", dxOnly, dx, 1e-5, maxAbs(dx))
+}
+
+func TestGELUMatchesReference(t *testing.T) {
+	r := newRNG(24)
+	const rows, n = 300, 256
+	z := randn64(r, rows*n, 3)
+	z[0], z[1], z[2], z[3] = 0, 30, -30, 9.5 // saturated tails
+	bias, dy := randn64(r, n, 1), randn64(r, rows*n, 1)
+
+	y := make([]float64, rows*n)
+	geluFwdRef(z, y)
+	y32 := make([]float32, rows*n)
+	GELUForward(to32(z), y32)
+	// GELU values are O(|x|); the tolerance is relative to 1 + |y|.
+	checkClose(t, "gelu", y32, y, 1e-5, 1)
+	dx := make([]float64, rows*n)
+	geluBwdRef(dy, z, dx)
+	dx32 := make([]float32, rows*n)
+	GELUBackward(to32(dy), to32(z), dx32)
+	checkClose(t, "gelu'", dx32, dx, 1e-5, 1)
+
+	zz := clone64(z)
+	biasGELUFwdRef(zz, 0, rows, n, bias, y)
+	z32 := to32(z)
+	BiasGELUForward(z32, rows, n, to32(bias), y32)
+	checkClose(t, "z+bias", z32, zz, 1e-6, 1)
+	checkClose(t, "biasgelu", y32, y, 1e-5, 1)
+	dz, db := make([]float64, rows*n), make([]float64, n)
+	biasGELUBwdRef(dy, zz, 0, rows, n, dz, db)
+	dz32, db32 := make([]float32, rows*n), make([]float32, n)
+	BiasGELUBackward(to32(dy), z32, rows, n, dz32, db32)
+	checkClose(t, "dz", dz32, dz, 1e-5, 1)
+	checkClose(t, "dbias", db32, db, 1e-4, maxAbs(db))
+}
+
+func TestGELUPropagatesNaNAndInf(t *testing.T) {
+	x := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	y := make([]float32, 3)
+	GELUForward(x, y)
+	if !math.IsNaN(float64(y[0])) || !math.IsInf(float64(y[1]), 1) || y[2] != 0 && !math.IsNaN(float64(y[2])) {
+		t.Errorf("GELU(NaN, +Inf, -Inf) = %v", y)
+	}
+	y = make([]float32, 2)
+	LayerNormForward([]float32{1, float32(math.NaN())}, 1, 2, nil, nil, 1e-5, y, nil, nil)
+	if !math.IsNaN(float64(y[0])) {
+		t.Errorf("LayerNorm of a row with NaN = %v, want NaN", y)
+	}
+}
+
+func TestBiasMatchesReference(t *testing.T) {
+	r := newRNG(25)
+	const rows, n = 1000, 64
+	y0, bias := randn64(r, rows*n, 1), randn64(r, n, 1)
+	y := clone64(y0)
+	addBiasRef(y, 0, rows, n, bias)
+	y32 := to32(y0)
+	AddBias(y32, rows, n, to32(bias))
+	checkClose(t, "y", y32, y, 1e-6, 1) // one rounded addition
+	db := randn64(r, n, 1)
+	db32 := to32(db)
+	biasGradRef(y0, 0, rows, n, db)
+	BiasGrad(to32(y0), rows, n, db32)
+	checkClose(t, "dbias", db32, db, 1e-4, maxAbs(db))
+}
+
+func TestElementwise(t *testing.T) {
+	r := newRNG(26)
+	for _, n := range []int{7, 100_003} { // inline and parallel
+		x, y := randn64(r, n, 1), randn64(r, n, 1)
+		x32, y32 := to32(x), to32(y)
+		Axpy(-0.5, x32, y32)
+		want := make([]float64, n)
+		for i := range want {
+			want[i] = y[i] - 0.5*x[i]
+		}
+		// Each is one or two correctly rounded operations (FMA or not).
+		checkClose(t, "axpy", y32, want, 2e-7, 0)
+		dst := make([]float32, n)
+		Add(dst, x32, to32(y))
+		for i := range want {
+			want[i] = x[i] + y[i]
+		}
+		checkClose(t, "add", dst, want, 1e-7, 0)
+		Scale(3, dst)
+		for i := range want {
+			want[i] *= 3
+		}
+		checkClose(t, "scale", dst, want, 2e-7, 0)
+		Zero(dst)
+		for i, v := range dst {
+			if v != 0 {
+				t.Fatalf("Zero left %g at %d", v, i)
+			}
+		}
+	}
+}
+
+func TestSgemm(t *testing.T) {
+	r := newRNG(27)
+	const m, n, k = 37, 29, 45
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			ar, ac := m, k
+			if ta {
+				ar, ac = k, m
+			}
+			br, bc := k, n
+			if tb {
+				br, bc = n, k
+			}
+			lda, ldb, ldc := ac+3, bc+1, n+2
+			a, b, c := randn64(r, ar*lda, 1), randn64(r, br*ldb, 1), randn64(r, m*ldc, 1)
+			want := clone64(c)
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					var s float64
+					for p := 0; p < k; p++ {
+						var av, bv float64
+						if ta {
+							av = a[p*lda+i]
+						} else {
+							av = a[i*lda+p]
+						}
+						if tb {
+							bv = b[j*ldb+p]
+						} else {
+							bv = b[p*ldb+j]
+						}
+						s += av * bv
+					}
+					want[i*ldc+j] = 1.5*s - 0.5*c[i*ldc+j]
+				}
+			}
+			c32 := to32(c)
+			Sgemm(ta, tb, m, n, k, 1.5, to32(a), lda, to32(b), ldb, -0.5, c32, ldc)
+			// Dot products of k = 45 terms of size ~1: error ≲ k·u·√k ≈ 2e-5
+			// absolute against results of size ~√k ≈ 7.
+			checkClose(t, "C", c32, want, 1e-5, math.Sqrt(k))
+		}
+	}
+}
+
+func TestParallelFor(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 1000} {
+		hits := make([]int32, n)
+		var calls atomic.Int32
+		ParallelFor(n, func(lo, hi int) {
+			calls.Add(1)
+			// Nested calls must not deadlock.
+			ParallelFor(hi-lo, func(l2, h2 int) {
+				for i := lo + l2; i < lo+h2; i++ {
+					atomic.AddInt32(&hits[i], 1)
+				}
+			})
+		})
+		for i, h := range hits {
+			if h != 1 {
+				t.Fatalf("n=%d: index %d visited %d times", n, i, h)
+			}
+		}
+		if n == 0 && calls.Load() != 0 {
+			t.Errorf("n=0 called body")
+		}
+	}
+	calls := 0
+	ParallelForGrain(100, 1000, func(lo, hi int) {
+		calls++ // inline: no race
+		if lo != 0 || hi != 100 {
+			t.Errorf("small n split into [%d,%d)", lo, hi)
+		}
+	})
+	if calls != 1 {
+		t.Errorf("ParallelForGrain below grain ran %d bodies", calls)
+	}
+}
