@@ -1,0 +1,201 @@
+package family
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Sample is one draw (λ, M, θ, design, x) from a family's generative
+// process.
+type Sample struct {
+	Index  uint64    // position in the simulation stream; fixes the random numbers
+	Lambda float64   // complexity knob
+	Mask   []bool    // length C
+	Theta  []float64 // latent θ, length DMax (inactive dimensions are drawn too)
+	Design Design    // where x was measured
+	X      []float64 // observation, length Design.N
+}
+
+// SimOptions configures SimulateBatch.
+type SimOptions struct {
+	// Seed selects the simulation stream; sample i of the stream depends
+	// only on (Seed, i).
+	Seed uint64
+	// Lambda is the complexity knob for every sample; NaN draws λ ~ U(0,1)
+	// per sample, as in training.
+	Lambda float64
+	// Designs draws each sample's design; nil means the family's default
+	// (Family.Designs("")).
+	Designs DesignSampler
+}
+
+// splitmix64 is the SplitMix64 finaliser, used to turn (seed, index) pairs
+// into well-separated PCG seeds.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// seedPCG seeds p for sample index of stream seed. This is the single
+// definition of per-sample seeding: the two PCG seed words are
+// s1 = splitmix64(splitmix64(seed) ⊕ index) and s2 = splitmix64(s1).
+func seedPCG(p *rand.PCG, seed, index uint64) {
+	s1 := splitmix64(splitmix64(seed) ^ index)
+	p.Seed(s1, splitmix64(s1))
+}
+
+// SampleRNG returns the random source of sample index in stream seed. Every
+// random number of that sample (λ, mask, θ, design, noise) comes from it,
+// so a sample can be reproduced on its own, independently of batching and
+// threads.
+func SampleRNG(seed, index uint64) *rand.Rand {
+	p := new(rand.PCG)
+	seedPCG(p, seed, index)
+	return rand.New(p)
+}
+
+// SimulateBatch fills out[i] with sample start+i of the stream opt.Seed,
+// for every i, in parallel over GOMAXPROCS goroutines. Sample i draws, from
+// SampleRNG(opt.Seed, start+i) and in this order: λ (when opt.Lambda is
+// NaN), the mask from f.MaskPrior, θ ~ N(0, I_DMax) on all dimensions, the
+// design, and the observation noise (f.Simulate). The result therefore does
+// not depend on thread timing or on how a stream is split into batches.
+//
+// Slices already present in out are reused when their capacity suffices,
+// so passing the same out again simulates without allocating (apart from
+// whatever the design sampler allocates).
+func SimulateBatch(f Family, opt SimOptions, start uint64, out []Sample) {
+	ds := opt.Designs
+	if ds == nil {
+		var err error
+		ds, err = f.Designs("")
+		if err != nil {
+			panic(fmt.Sprintf("family: %s has no default design: %v", f.Name(), err))
+		}
+	}
+	C := len(f.Components())
+	dmax := f.Layout().DMax
+	prior := f.MaskPrior()
+
+	workers := min(runtime.GOMAXPROCS(0), len(out))
+	if workers <= 1 {
+		simulateRange(f, prior, ds, opt, C, dmax, start, out)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (len(out) + workers - 1) / workers
+	for lo := 0; lo < len(out); lo += chunk {
+		hi := min(lo+chunk, len(out))
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			simulateRange(f, prior, ds, opt, C, dmax, start+uint64(lo), out[lo:hi])
+		}(lo, hi)
+	}
+	wg.Wait()
+}
+
+func simulateRange(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, C, dmax int, start uint64, out []Sample) {
+	var pcg rand.PCG
+	r := rand.New(&pcg)
+	for i := range out {
+		s := &out[i]
+		s.Index = start + uint64(i)
+		seedPCG(&pcg, opt.Seed, s.Index)
+		s.Lambda = opt.Lambda
+		if math.IsNaN(s.Lambda) {
+			s.Lambda = r.Float64()
+		}
+		s.Mask = resize(s.Mask, C)
+		prior.Sample(r, s.Lambda, s.Mask)
+		s.Theta = resize(s.Theta, dmax)
+		for j := range s.Theta {
+			s.Theta[j] = r.NormFloat64()
+		}
+		s.Design = ds.SampleDesign(r)
+		s.X = resize(s.X, s.Design.N)
+		f.Simulate(r, s.Design, s.Theta, s.Mask, s.X)
+	}
+}
+
+// resize returns s with length n, reusing its storage when possible.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// MaskString renders a mask as a string of '0' and '1' in component order.
+func MaskString(mask []bool) string {
+	var b strings.Builder
+	b.Grow(len(mask))
+	for _, on := range mask {
+		if on {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	return b.String()
+}
+
+// ParseMask parses a string of C characters '0'/'1' (as written by
+// MaskString) into a mask.
+func ParseMask(s string, C int) ([]bool, error) {
+	if len(s) != C {
+		return nil, fmt.Errorf("family: mask %q has %d entries, want %d (one per component)", s, len(s), C)
+	}
+	mask := make([]bool, C)
+	for i := 0; i < C; i++ {
+		switch s[i] {
+		case '0':
+		case '1':
+			mask[i] = true
+		default:
+			return nil, fmt.Errorf("family: mask %q: character %d is %q, want '0' or '1'", s, i, s[i])
+		}
+	}
+	return mask, nil
+}
+
+// ActiveCount returns the number of true entries of mask.
+func ActiveCount(mask []bool) int {
+	n := 0
+	for _, on := range mask {
+		if on {
+			n++
+		}
+	}
+	return n
+}
+
+// LogPriorLatent returns the standard-normal log density of the active
+// dimensions of θ: Σ_{i active} (−θ_i²/2 − log(2π)/2).
+func LogPriorLatent(theta []float64, active []bool) float64 {
+	lp := 0.0
+	for i, a := range active {
+		if a {
+			lp -= 0.5*theta[i]*theta[i] + 0.5*math.Log(2*math.Pi)
+		}
+	}
+	return lp
+}
+
+// GradLogPriorLatent writes ∂/∂θ LogPriorLatent into grad: −θ_i on active
+// dimensions, 0 elsewhere.
+func GradLogPriorLatent(theta []float64, active []bool, grad []float64) {
+	for i, a := range active {
+		if a {
+			grad[i] = -theta[i]
+		} else {
+			grad[i] = 0
+		}
+	}
+}
