@@ -35,8 +35,7 @@ type Graph struct {
 	nbuf  int
 	tens  []*Tensor // Tensor header arena
 	ntens int
-	owned []*Tensor // graph tensors with a gradient buffer, zeroed before backward
-	ones  []float32 // constant 1s (LayerNorm without affine)
+	owned []*Tensor    // graph tensors with a gradient buffer, zeroed before backward
 	sinks [3][]float32 // scratch gradient sinks for unused kernel outputs
 }
 
@@ -249,17 +248,6 @@ func (g *Graph) BackwardFrom(out *Tensor, seed []float32) {
 			n.back(g, n)
 		}
 	}
-}
-
-// ones returns a buffer of at least n ones (reused across calls).
-func (g *Graph) onesBuf(n int) []float32 {
-	if len(g.ones) < n {
-		g.ones = make([]float32, n)
-		for i := range g.ones {
-			g.ones[i] = 1
-		}
-	}
-	return g.ones[:n]
 }
 
 // sinkBuf returns scratch buffer i (0 ≤ i < 3) of n floats whose contents
