@@ -82,7 +82,7 @@ type attnJob struct {
 
 func (j *attnJob) run(_, lo, hi int) {
 	if j.bwd {
-		attnBwdImpl(j.s, j.q, j.k, j.v, j.probs, j.out, j.dout, lo, hi, j.dq, j.dk, j.dv)
+		attnBwdImpl(j.s, j.q, j.k, j.v, j.probs, j.out, j.dout, j.m, lo, hi, j.dq, j.dk, j.dv)
 	} else {
 		attnFwdImpl(j.s, j.q, j.k, j.v, j.m, j.out, j.probs, lo, hi)
 	}
@@ -108,8 +108,7 @@ func AttentionForward(s AttnShape, q, k, v []float32, m Mask, out []float32, pro
 // AttentionBackward accumulates the gradients of AttentionForward into dq,
 // dk and dv, which have the strides of q, k and v (so they may be column
 // slices of one dQKV buffer); dout has the stride of out. probs and out are
-// the forward's results. The mask is implied by the zeros of probs; m is
-// only checked for shape.
+// the forward's results and m must be the forward's mask.
 func AttentionBackward(s AttnShape, q, k, v, probs, out, dout []float32, m Mask, dq, dk, dv []float32) {
 	s = s.norm()
 	s.check(q, k, v, out, m)
@@ -119,7 +118,7 @@ func AttentionBackward(s AttnShape, q, k, v, probs, out, dout []float32, m Mask,
 	checkLen("dk", dk, s.span(s.B*s.Tk, s.LdK))
 	checkLen("dv", dv, s.span(s.B*s.Tk, s.LdV))
 	j := attnJobs.get()
-	*j = attnJob{s: s, q: q, k: k, v: v, probs: probs, out: out, dout: dout, dq: dq, dk: dk, dv: dv, bwd: true}
+	*j = attnJob{s: s, q: q, k: k, v: v, probs: probs, out: out, dout: dout, m: m, dq: dq, dk: dk, dv: dv, bwd: true}
 	parallelRun(s.B*s.H, s.grain(), j)
 	attnJobs.put(j)
 }

@@ -49,7 +49,7 @@ func dot64(a, b []float64) float64 {
 
 // fdTol is the tolerance for float64 analytic gradients against central
 // differences with step h = 1e-6·max(1, |x|): the truncation error is
-// O(h²·f''') ≈ 1e-11 and the rounding error O(ε·|f|/h) ≈ 1e-16·100/1e-6 =
+// O(h²·f”') ≈ 1e-11 and the rounding error O(ε·|f|/h) ≈ 1e-16·100/1e-6 =
 // 1e-8 for losses of size ≤ 100, so 1e-6 (relative to max(1, |g|)) leaves
 // two orders of margin while any wrong term in a derivative is O(1).
 const fdTol = 1e-6

@@ -3,26 +3,32 @@
 package kernels
 
 /*
-#cgo CFLAGS: -O3 -march=native
-#cgo LDFLAGS: -lopenblas
+#cgo CFLAGS: -O3 -march=native -fopenmp-simd -std=gnu11
+#cgo LDFLAGS: -lopenblas -lm
 #include <cblas.h>
+#include "kernels.h"
 */
 import "C"
 
 import "unsafe"
 
-import "gonum.org/v1/gonum/blas/gonum"
+// With cgo the kernels are the C code in kernels.c (one cgo call per
+// goroutine's range) and Sgemm is OpenBLAS.
 
+// Backend names the implementation in use: "go" (pure Go, gonum BLAS) or "c"
+// (C kernels and OpenBLAS through cgo).
 const Backend = "c"
 
-var gonumBLAS gonum.Implementation
-
+// Sgemm computes the row-major C = alpha·op(A)·op(B) + beta·C with op(A)
+// m×k and op(B) k×n; op transposes when transA/transB is set. lda, ldb and
+// ldc are the row strides of A, B and C as stored. It runs on OpenBLAS's
+// threads (all cores unless SetBLASThreads says otherwise).
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
-	ta, tb := C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans), C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans)
+	ta, tb := uint32(C.CblasNoTrans), uint32(C.CblasNoTrans)
 	if transA {
 		ta = C.CblasTrans
 	}
@@ -30,85 +36,115 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		tb = C.CblasTrans
 	}
 	C.cblas_sgemm(C.CblasRowMajor, ta, tb, C.blasint(m), C.blasint(n), C.blasint(k), C.float(alpha),
-		fptr(a), C.blasint(lda), fptr(b), C.blasint(ldb), C.float(beta), fptr(c), C.blasint(ldc))
+		fp(a), C.blasint(lda), fp(b), C.blasint(ldb), C.float(beta), fp(c), C.blasint(ldc))
 }
 
-func fptr(s []float32) *C.float {
+// SetBLASThreads sets the number of threads OpenBLAS uses for Sgemm.
+func SetBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
+
+// fp passes a slice to C; nil stays NULL.
+func fp(s []float32) *C.float {
 	if s == nil {
 		return nil
 	}
 	return (*C.float)(unsafe.Pointer(unsafe.SliceData(s)))
 }
 
-func SetBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
+// fpAt passes s[off:] to C, or NULL for a nil slice.
+func fpAt(s []float32, off int) *C.float {
+	if s == nil {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(unsafe.SliceData(s[off:])))
+}
 
-func addBiasImpl(y []float32, lo, hi, n int, bias []float32) { addBiasRef(y, lo, hi, n, bias) }
+func cl(n int) C.long { return C.long(n) }
 
-func biasGradImpl(dy []float32, lo, hi, n int, dbias []float32) { biasGradRef(dy, lo, hi, n, dbias) }
+func addBiasImpl(y []float32, lo, hi, n int, bias []float32) {
+	C.pk_add_bias(fp(y), cl(lo), cl(hi), cl(n), fp(bias))
+}
+
+func biasGradImpl(dy []float32, lo, hi, n int, dbias []float32) {
+	C.pk_bias_grad(fp(dy), cl(lo), cl(hi), cl(n), fp(dbias))
+}
 
 func lnFwdImpl(x []float32, lo, hi, dim int, gamma, beta []float32, eps float32, y, mean, rstd []float32) {
-	layerNormFwdRef(x, lo, hi, dim, gamma, beta, eps, y, mean, rstd)
+	C.pk_ln_fwd(fp(x), cl(lo), cl(hi), cl(dim), fp(gamma), fp(beta), C.float(eps), fp(y), fp(mean), fp(rstd))
 }
 
 func lnBwdImpl(dy, x, mean, rstd, gamma []float32, lo, hi, dim int, dx, dgamma, dbeta []float32) {
-	layerNormBwdRef(dy, x, mean, rstd, gamma, lo, hi, dim, dx, dgamma, dbeta)
+	C.pk_ln_bwd(fp(dy), fp(x), fp(mean), fp(rstd), fp(gamma), cl(lo), cl(hi), cl(dim), fp(dx), fp(dgamma), fp(dbeta))
 }
 
 func modFwdImpl(h, s, c []float32, lo, hi, t, d int, y []float32) {
-	modulateFwdRef(h, s, c, lo, hi, t, d, y)
+	C.pk_mod_fwd(fp(h), fp(s), fp(c), cl(lo), cl(hi), cl(t), cl(d), fp(y))
 }
 
 func modBwdImpl(dy, h, s []float32, lo, hi, t, d int, dh, ds, dc []float32) {
-	modulateBwdRef(dy, h, s, lo, hi, t, d, dh, ds, dc)
+	C.pk_mod_bwd(fp(dy), fp(h), fp(s), cl(lo), cl(hi), cl(t), cl(d), fp(dh), fp(ds), fp(dc))
 }
 
 func lnModFwdImpl(x []float32, lo, hi, t, d int, gamma, beta, s, c []float32, eps float32, y, mean, rstd []float32) {
-	layerNormModFwdRef(x, lo, hi, t, d, gamma, beta, s, c, eps, y, mean, rstd)
+	C.pk_lnmod_fwd(fp(x), cl(lo), cl(hi), cl(t), cl(d), fp(gamma), fp(beta), fp(s), fp(c), C.float(eps), fp(y), fp(mean), fp(rstd))
 }
 
-func lnModBwdImpl(dy, x, mean, rstd, gamma, beta, s []float32, lo, hi, t, d int, dx, dgamma, dbeta, ds, dc, scratch []float32) {
-	layerNormModBwdRef(dy, x, mean, rstd, gamma, beta, s, lo, hi, t, d, dx, dgamma, dbeta, ds, dc, scratch)
+func lnModBwdImpl(dy, x, mean, rstd, gamma, beta, s []float32, lo, hi, t, d int, dx, dgamma, dbeta, ds, dc, _ []float32) {
+	C.pk_lnmod_bwd(fp(dy), fp(x), fp(mean), fp(rstd), fp(gamma), fp(beta), fp(s), cl(lo), cl(hi), cl(t), cl(d),
+		fp(dx), fp(dgamma), fp(dbeta), fp(ds), fp(dc))
 }
 
-func geluFwdImpl(x, y []float32) { geluFwdRef(x, y) }
+func geluFwdImpl(x, y []float32) {
+	if len(x) > 0 {
+		C.pk_gelu_fwd(fp(x), fp(y), cl(len(x)))
+	}
+}
 
-func geluBwdImpl(dy, x, dx []float32) { geluBwdRef(dy, x, dx) }
+func geluBwdImpl(dy, x, dx []float32) {
+	if len(x) > 0 {
+		C.pk_gelu_bwd(fp(dy), fp(x), fp(dx), cl(len(x)))
+	}
+}
 
 func biasGELUFwdImpl(z []float32, lo, hi, n int, bias, y []float32) {
-	biasGELUFwdRef(z, lo, hi, n, bias, y)
+	C.pk_bias_gelu_fwd(fp(z), cl(lo), cl(hi), cl(n), fp(bias), fp(y))
 }
 
 func biasGELUBwdImpl(dy, z []float32, lo, hi, n int, dz, dbias []float32) {
-	biasGELUBwdRef(dy, z, lo, hi, n, dz, dbias)
+	C.pk_bias_gelu_bwd(fp(dy), fp(z), cl(lo), cl(hi), cl(n), fp(dz), fp(dbias))
+}
+
+func maskPtr(m Mask) *C.uchar {
+	if m.Allow == nil {
+		return nil
+	}
+	return (*C.uchar)(unsafe.Pointer(unsafe.SliceData(m.Allow)))
 }
 
 func attnFwdImpl(s AttnShape, q, k, v []float32, m Mask, out, probs []float32, lo, hi int) {
-	var sc *[]float32
-	var scratch []float32
-	if probs == nil {
-		sc = getScratch(s.Tk)
-		scratch = *sc
-	}
-	attnFwdRef(s, q, k, v, m, out, probs, lo, hi, scratch)
-	if sc != nil {
-		putScratch(sc)
-	}
+	C.pk_attn_fwd(cl(s.Tq), cl(s.Tk), cl(s.H), cl(s.Dh), cl(s.LdQ), cl(s.LdK), cl(s.LdV), cl(s.LdO),
+		fp(q), fp(k), fp(v), maskPtr(m), cl(m.BatchStride), fp(out), fp(probs), cl(lo), cl(hi))
 }
 
-func attnBwdImpl(s AttnShape, q, k, v, probs, out, dout []float32, lo, hi int, dq, dk, dv []float32) {
-	attnBwdRef(s, q, k, v, probs, out, dout, lo, hi, dq, dk, dv)
+func attnBwdImpl(s AttnShape, q, k, v, probs, out, dout []float32, m Mask, lo, hi int, dq, dk, dv []float32) {
+	C.pk_attn_bwd(cl(s.Tq), cl(s.Tk), cl(s.H), cl(s.Dh), cl(s.LdQ), cl(s.LdK), cl(s.LdV), cl(s.LdO),
+		fp(q), fp(k), fp(v), fp(probs), fp(out), fp(dout), maskPtr(m), cl(m.BatchStride),
+		fp(dq), fp(dk), fp(dv), cl(lo), cl(hi))
 }
 
-func axpyImpl(alpha float32, x, y []float32) { gonumBLAS.Saxpy(len(x), alpha, x, 1, y, 1) }
+func axpyImpl(alpha float32, x, y []float32) {
+	if len(x) > 0 {
+		C.pk_axpy(C.float(alpha), fp(x), fp(y), cl(len(x)))
+	}
+}
 
 func addImpl(dst, a, b []float32) {
-	for i := range dst {
-		dst[i] = a[i] + b[i]
+	if len(dst) > 0 {
+		C.pk_add(fp(dst), fp(a), fp(b), cl(len(dst)))
 	}
 }
 
 func scaleImpl(alpha float32, x []float32) {
-	for i := range x {
-		x[i] *= alpha
+	if len(x) > 0 {
+		C.pk_scale(C.float(alpha), fp(x), cl(len(x)))
 	}
 }

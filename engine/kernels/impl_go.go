@@ -91,7 +91,7 @@ func attnFwdImpl(s AttnShape, q, k, v []float32, m Mask, out, probs []float32, l
 	}
 }
 
-func attnBwdImpl(s AttnShape, q, k, v, probs, out, dout []float32, lo, hi int, dq, dk, dv []float32) {
+func attnBwdImpl(s AttnShape, q, k, v, probs, out, dout []float32, _ Mask, lo, hi int, dq, dk, dv []float32) {
 	attnBwdRef(s, q, k, v, probs, out, dout, lo, hi, dq, dk, dv)
 }
 

@@ -1,0 +1,521 @@
+// Fast C kernels of package kernels, compiled by cgo with -O3 -march=native
+// -fopenmp-simd (flags in impl_cgo.go). The float semantics stay IEEE (no
+// -ffast-math, so NaN and Inf propagate as in the Go reference); the loops
+// that need reassociation to vectorise (sums, maxima) say so explicitly with
+// "#pragma omp simd reduction", which -fopenmp-simd honours without linking
+// an OpenMP runtime. exp is a branch-free polynomial (below) that gcc
+// vectorises, rather than libm's scalar expf.
+//
+// Each function works on a range [lo, hi) so that the Go side can split the
+// work over goroutines with one cgo call (≈100 ns) per goroutine.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels.h"
+
+#define PK_INLINE static inline __attribute__((always_inline))
+
+// pk_exp: e^x for float32 with about 2 ulp error: x = n·ln2 + r with
+// |r| ≤ ln2/2, e^r from the Cephes expf minimax polynomial, 2^n built in the
+// exponent bits. Underflow (x < −87.3, including −Inf) gives exactly 0,
+// overflow (x > 88.3) gives +Inf, NaN propagates.
+PK_INLINE float pk_exp(float x) {
+	float xc = x > 88.3f ? 88.3f : x;
+	xc = xc < -87.3f ? -87.3f : xc;
+	float n = __builtin_rintf(xc * 1.44269504088896341f);
+	float r = xc - n * 0.693359375f;
+	r = r + n * 2.12194440e-4f;
+	float z = r * r;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * z + r + 1.0f;
+	union { int i; float f; } u;
+	u.i = ((int)n + 127) << 23;
+	float e = p * u.f;
+	e = x > 88.3f ? INFINITY : e;
+	return x < -87.3f ? 0.0f : e;
+}
+
+// ---- bias ---------------------------------------------------------------
+
+void pk_add_bias(float *y, long lo, long hi, long n, const float *bias) {
+	for (long r = lo; r < hi; r++) {
+		float *yr = y + r * n;
+		for (long j = 0; j < n; j++) yr[j] += bias[j];
+	}
+}
+
+void pk_bias_grad(const float *dy, long lo, long hi, long n, float *dbias) {
+	for (long r = lo; r < hi; r++) {
+		const float *g = dy + r * n;
+		for (long j = 0; j < n; j++) dbias[j] += g[j];
+	}
+}
+
+// ---- layer norm -----------------------------------------------------------
+
+// pk_row_stats returns the mean and 1/sqrt(var + eps) of a row.
+PK_INLINE void pk_row_stats(const float *x, long dim, float eps, float *mean, float *rstd) {
+	float s = 0;
+#pragma omp simd reduction(+ : s)
+	for (long j = 0; j < dim; j++) s += x[j];
+	float m = s / (float)dim;
+	float v = 0;
+#pragma omp simd reduction(+ : v)
+	for (long j = 0; j < dim; j++) {
+		float d = x[j] - m;
+		v += d * d;
+	}
+	*mean = m;
+	*rstd = 1.0f / sqrtf(v / (float)dim + eps);
+}
+
+void pk_ln_fwd(const float *x, long lo, long hi, long dim, const float *gamma, const float *beta,
+	float eps, float *y, float *mean, float *rstd) {
+	for (long r = lo; r < hi; r++) {
+		const float *xr = x + r * dim;
+		float *yr = y + r * dim;
+		float m, rs;
+		pk_row_stats(xr, dim, eps, &m, &rs);
+		if (gamma && beta) {
+			for (long j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs * gamma[j] + beta[j];
+		} else if (gamma) {
+			for (long j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs * gamma[j];
+		} else if (beta) {
+			for (long j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs + beta[j];
+		} else {
+			for (long j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs;
+		}
+		if (mean) mean[r] = m;
+		if (rstd) rstd[r] = rs;
+	}
+}
+
+// pk_ln_bwd_row accumulates the LayerNorm backward of one row given the
+// upstream gradient g0 (before the γ scaling).
+PK_INLINE void pk_ln_bwd_row(const float *g0, const float *xr, float m, float rs, const float *gamma,
+	long dim, float *dxr, float *dgamma, float *dbeta) {
+	float sg = 0, sgx = 0;
+	if (gamma) {
+#pragma omp simd reduction(+ : sg, sgx)
+		for (long j = 0; j < dim; j++) {
+			float h = (xr[j] - m) * rs;
+			float g = g0[j] * gamma[j];
+			sg += g;
+			sgx += g * h;
+		}
+	} else {
+#pragma omp simd reduction(+ : sg, sgx)
+		for (long j = 0; j < dim; j++) {
+			float h = (xr[j] - m) * rs;
+			sg += g0[j];
+			sgx += g0[j] * h;
+		}
+	}
+	if (dgamma)
+		for (long j = 0; j < dim; j++) dgamma[j] += g0[j] * (xr[j] - m) * rs;
+	if (dbeta)
+		for (long j = 0; j < dim; j++) dbeta[j] += g0[j];
+	if (!dxr) return;
+	sg /= (float)dim;
+	sgx /= (float)dim;
+	if (gamma) {
+		for (long j = 0; j < dim; j++) {
+			float h = (xr[j] - m) * rs;
+			dxr[j] += rs * (g0[j] * gamma[j] - sg - h * sgx);
+		}
+	} else {
+		for (long j = 0; j < dim; j++) {
+			float h = (xr[j] - m) * rs;
+			dxr[j] += rs * (g0[j] - sg - h * sgx);
+		}
+	}
+}
+
+void pk_ln_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+	long lo, long hi, long dim, float *dx, float *dgamma, float *dbeta) {
+	for (long r = lo; r < hi; r++)
+		pk_ln_bwd_row(dy + r * dim, x + r * dim, mean[r], rstd[r], gamma, dim, dx ? dx + r * dim : NULL,
+			dgamma, dbeta);
+}
+
+// ---- AdaLN modulation -----------------------------------------------------
+
+void pk_mod_fwd(const float *h, const float *s, const float *c, long lo, long hi, long t, long d, float *y) {
+	for (long b = lo; b < hi; b++) {
+		const float *sb = s + b * d, *cb = c + b * d;
+		for (long i = b * t; i < (b + 1) * t; i++) {
+			const float *hr = h + i * d;
+			float *yr = y + i * d;
+			for (long j = 0; j < d; j++) yr[j] = hr[j] * (1.0f + sb[j]) + cb[j];
+		}
+	}
+}
+
+void pk_mod_bwd(const float *dy, const float *h, const float *s, long lo, long hi, long t, long d,
+	float *dh, float *ds, float *dc) {
+	for (long b = lo; b < hi; b++) {
+		const float *sb = s + b * d;
+		for (long i = b * t; i < (b + 1) * t; i++) {
+			const float *g = dy + i * d, *hr = h + i * d;
+			if (dh)
+				for (long j = 0; j < d; j++) dh[i * d + j] += g[j] * (1.0f + sb[j]);
+			if (ds)
+				for (long j = 0; j < d; j++) ds[b * d + j] += g[j] * hr[j];
+			if (dc)
+				for (long j = 0; j < d; j++) dc[b * d + j] += g[j];
+		}
+	}
+}
+
+void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float *gamma, const float *beta,
+	const float *s, const float *c, float eps, float *y, float *mean, float *rstd) {
+	float *sc = malloc(2 * d * sizeof(float)); // effective scale and shift per batch
+	float *sh = sc + d;
+	for (long b = lo; b < hi; b++) {
+		const float *sb = s + b * d, *cb = c + b * d;
+		// y = (x̂·γ + β)·(1+s) + c = x̂·(γ(1+s)) + (β(1+s) + c)
+		for (long j = 0; j < d; j++) {
+			float g = gamma ? gamma[j] : 1.0f, be = beta ? beta[j] : 0.0f;
+			sc[j] = g * (1.0f + sb[j]);
+			sh[j] = be * (1.0f + sb[j]) + cb[j];
+		}
+		for (long i = b * t; i < (b + 1) * t; i++) {
+			const float *xr = x + i * d;
+			float *yr = y + i * d;
+			float m, rs;
+			pk_row_stats(xr, d, eps, &m, &rs);
+			for (long j = 0; j < d; j++) yr[j] = (xr[j] - m) * rs * sc[j] + sh[j];
+			if (mean) mean[i] = m;
+			if (rstd) rstd[i] = rs;
+		}
+	}
+	free(sc);
+}
+
+void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+	const float *beta, const float *s, long lo, long hi, long t, long d,
+	float *dx, float *dgamma, float *dbeta, float *ds, float *dc) {
+	float *dln = malloc(d * sizeof(float));
+	for (long b = lo; b < hi; b++) {
+		const float *sb = s + b * d;
+		for (long i = b * t; i < (b + 1) * t; i++) {
+			const float *g = dy + i * d, *xr = x + i * d;
+			float m = mean[i], rs = rstd[i];
+			if (ds) {
+				for (long j = 0; j < d; j++) {
+					float ln = (xr[j] - m) * rs * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
+					ds[b * d + j] += g[j] * ln;
+				}
+			}
+			if (dc)
+				for (long j = 0; j < d; j++) dc[b * d + j] += g[j];
+			for (long j = 0; j < d; j++) dln[j] = g[j] * (1.0f + sb[j]);
+			pk_ln_bwd_row(dln, xr, m, rs, gamma, d, dx ? dx + i * d : NULL, dgamma, dbeta);
+		}
+	}
+	free(dln);
+}
+
+// ---- GELU (tanh approximation) ---------------------------------------------
+
+// 0.5·(1 + tanh(u)) = σ(2u), so GELU(x) = x·σ(2u) with u = √(2/π)(x + 0.044715x³),
+// and GELU'(x) = σ(2u) + 2x·σ(2u)(1 − σ(2u))·du/dx.
+#define PK_GELU_C0 0.7978845608028654f
+#define PK_GELU_C1 0.044715f
+
+PK_INLINE float pk_gelu(float x) {
+	float u = PK_GELU_C0 * (x + PK_GELU_C1 * x * x * x);
+	return x / (1.0f + pk_exp(-2.0f * u));
+}
+
+PK_INLINE float pk_gelu_grad(float x) {
+	float x2 = x * x;
+	float u = PK_GELU_C0 * (x + PK_GELU_C1 * x2 * x);
+	float sg = 1.0f / (1.0f + pk_exp(-2.0f * u));
+	float du = PK_GELU_C0 * (1.0f + 3.0f * PK_GELU_C1 * x2);
+	return sg + 2.0f * x * sg * (1.0f - sg) * du;
+}
+
+void pk_gelu_fwd(const float *x, float *y, long n) {
+	for (long i = 0; i < n; i++) y[i] = pk_gelu(x[i]);
+}
+
+void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n) {
+	for (long i = 0; i < n; i++) dx[i] += dy[i] * pk_gelu_grad(x[i]);
+}
+
+void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, float *y) {
+	for (long r = lo; r < hi; r++) {
+		float *zr = z + r * n, *yr = y + r * n;
+		if (bias) {
+			for (long j = 0; j < n; j++) {
+				float v = zr[j] + bias[j];
+				zr[j] = v;
+				yr[j] = pk_gelu(v);
+			}
+		} else {
+			for (long j = 0; j < n; j++) yr[j] = pk_gelu(zr[j]);
+		}
+	}
+}
+
+void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n, float *dz, float *dbias) {
+	for (long r = lo; r < hi; r++) {
+		const float *g = dy + r * n, *zr = z + r * n;
+		if (dz && dbias) {
+			for (long j = 0; j < n; j++) {
+				float v = g[j] * pk_gelu_grad(zr[j]);
+				dz[r * n + j] += v;
+				dbias[j] += v;
+			}
+		} else if (dz) {
+			for (long j = 0; j < n; j++) dz[r * n + j] += g[j] * pk_gelu_grad(zr[j]);
+		} else if (dbias) {
+			for (long j = 0; j < n; j++) dbias[j] += g[j] * pk_gelu_grad(zr[j]);
+		}
+	}
+}
+
+// ---- elementwise -------------------------------------------------------------
+
+void pk_axpy(float alpha, const float *x, float *y, long n) {
+	for (long i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+void pk_add(float *dst, const float *a, const float *b, long n) {
+	for (long i = 0; i < n; i++) dst[i] = a[i] + b[i];
+}
+
+void pk_scale(float alpha, float *x, long n) {
+	for (long i = 0; i < n; i++) x[i] *= alpha;
+}
+
+// ---- attention -----------------------------------------------------------------
+//
+// Per (batch, head) pair the keys (forward) or values (backward) are first
+// transposed into a [Dh][ldt] scratch (ldt = Tk rounded up to 16, zero
+// padded), so that scores for 16 keys at a time are one AVX-512 register
+// accumulating Dh broadcast-FMAs; row-wise softmax loops run over the mask's
+// allowed span [jlo, jhi) only (half the work for causal masks); products
+// with v / into dq, dk, dv vectorise over Dh (one register for Dh = 16). The
+// bodies are inlined with Dh as a compile-time constant for 16, 32 and 64.
+
+#define PK_JB 16
+
+static void *pk_alloc(size_t nfloat) {
+	size_t bytes = (nfloat * sizeof(float) + 63) & ~(size_t)63;
+	void *p = aligned_alloc(64, bytes ? bytes : 64);
+	if (!p) abort();
+	return p;
+}
+
+PK_INLINE void pk_mask_range(const unsigned char *a, long tk, long *jlo, long *jhi) {
+	long lo = 0, hi = tk;
+	if (a) {
+		while (lo < tk && !a[lo]) lo++;
+		while (hi > lo && !a[hi - 1]) hi--;
+	}
+	*jlo = lo;
+	*jhi = hi;
+}
+
+// pk_scores writes sc[j] = scale·q·k_j for the blocks of 16 keys covering
+// [jlo, jhi), from the transposed keys kt ([dh][ldt]).
+PK_INLINE void pk_scores(const float *qi, const float *kt, long ldt, long jlo, long jhi, const long dh,
+	float scale, float *sc) {
+	for (long j0 = jlo & ~(long)(PK_JB - 1); j0 < jhi; j0 += PK_JB) {
+		float acc[PK_JB];
+		for (long jj = 0; jj < PK_JB; jj++) acc[jj] = 0;
+		for (long d = 0; d < dh; d++) {
+			const float qd = qi[d] * scale;
+			const float *kd = kt + d * ldt + j0;
+			for (long jj = 0; jj < PK_JB; jj++) acc[jj] += qd * kd[jj];
+		}
+		for (long jj = 0; jj < PK_JB; jj++) sc[j0 + jj] = acc[jj];
+	}
+}
+
+// pk_scores_direct is pk_scores without the transposed copy, for few queries.
+PK_INLINE void pk_scores_direct(const float *qi, const float *K, long ldk, long jlo, long jhi, const long dh,
+	float scale, float *sc) {
+	for (long j = jlo; j < jhi; j++) {
+		const float *kj = K + j * ldk;
+		float s = 0;
+#pragma omp simd reduction(+ : s)
+		for (long d = 0; d < dh; d++) s += qi[d] * kj[d];
+		sc[j] = s * scale;
+	}
+}
+
+PK_INLINE void pk_transpose(const float *K, long ld, long tk, const long dh, float *kt, long ldt) {
+	for (long j = 0; j < tk; j++)
+		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
+}
+
+PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
+	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi, const long dh) {
+	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
+	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
+	const int transposed = Tq >= 4;
+	float *kt = transposed ? pk_alloc(dh * ldt) : NULL;
+	float *sc = pk_alloc(ldt);
+	if (kt) memset(kt, 0, dh * ldt * sizeof(float));
+	const float scale = 1.0f / sqrtf((float)dh);
+	for (long bh = lo; bh < hi; bh++) {
+		const long b = bh / H, h = bh % H;
+		const float *Q = q + b * Tq * s->ldq + h * dh;
+		const float *K = k + b * Tk * s->ldk + h * dh;
+		const float *V = v + b * Tk * s->ldv + h * dh;
+		float *O = out + b * Tq * s->ldo + h * dh;
+		if (transposed) pk_transpose(K, s->ldk, Tk, dh, kt, ldt);
+		for (long i = 0; i < Tq; i++) {
+			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
+			float *p = probs ? probs + (bh * Tq + i) * Tk : sc;
+			float *o = O + i * s->ldo;
+			long jlo, jhi;
+			pk_mask_range(a, Tk, &jlo, &jhi);
+			if (probs) {
+				for (long j = 0; j < jlo; j++) p[j] = 0;
+				for (long j = jhi; j < Tk; j++) p[j] = 0;
+			}
+			if (jlo >= jhi) {
+				for (long d = 0; d < dh; d++) o[d] = 0;
+				continue;
+			}
+			const float *qi = Q + i * s->ldq;
+			if (transposed)
+				pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+			else
+				pk_scores_direct(qi, K, s->ldk, jlo, jhi, dh, scale, sc);
+			float mx = -INFINITY;
+			if (a) {
+#pragma omp simd reduction(max : mx)
+				for (long j = jlo; j < jhi; j++) {
+					float x = a[j] ? sc[j] : -INFINITY;
+					sc[j] = x;
+					mx = mx > x ? mx : x;
+				}
+			} else {
+#pragma omp simd reduction(max : mx)
+				for (long j = jlo; j < jhi; j++) mx = mx > sc[j] ? mx : sc[j];
+			}
+			float sum = 0;
+#pragma omp simd reduction(+ : sum)
+			for (long j = jlo; j < jhi; j++) {
+				float e = pk_exp(sc[j] - mx);
+				sc[j] = e;
+				sum += e;
+			}
+			const float inv = 1.0f / sum;
+			for (long j = jlo; j < jhi; j++) p[j] = sc[j] * inv;
+			float acc[dh];
+			for (long d = 0; d < dh; d++) acc[d] = 0;
+			for (long j = jlo; j < jhi; j++) {
+				const float pj = p[j];
+				const float *vj = V + j * s->ldv;
+				for (long d = 0; d < dh; d++) acc[d] += pj * vj[d];
+			}
+			for (long d = 0; d < dh; d++) o[d] = acc[d];
+		}
+	}
+	free(kt);
+	free(sc);
+}
+
+void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
+	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi) {
+	const pk_attn_shape sh = {0, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo}, *s = &sh;
+	switch (s->Dh) {
+	case 16: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, 16); break;
+	case 32: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, 32); break;
+	case 64: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, 64); break;
+	default: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, s->Dh);
+	}
+}
+
+PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
+	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
+	float *dq, float *dk, float *dv, long lo, long hi, const long dh) {
+	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
+	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
+	const int transposed = Tq >= 4;
+	float *vt = transposed ? pk_alloc(dh * ldt) : NULL;
+	float *ds = pk_alloc(ldt);
+	float *dkl = pk_alloc(2 * Tk * dh), *dvl = dkl + Tk * dh;
+	if (vt) memset(vt, 0, dh * ldt * sizeof(float));
+	const float scale = 1.0f / sqrtf((float)dh);
+	for (long bh = lo; bh < hi; bh++) {
+		const long b = bh / H, h = bh % H;
+		const float *Q = q + b * Tq * s->ldq + h * dh;
+		const float *K = k + b * Tk * s->ldk + h * dh;
+		const float *V = v + b * Tk * s->ldv + h * dh;
+		const float *O = out + b * Tq * s->ldo + h * dh;
+		const float *dO = dout + b * Tq * s->ldo + h * dh;
+		float *dQ = dq + b * Tq * s->ldq + h * dh;
+		if (transposed) pk_transpose(V, s->ldv, Tk, dh, vt, ldt);
+		memset(dkl, 0, 2 * Tk * dh * sizeof(float));
+		long kmin = Tk, kmax = 0; // span of keys touched, to limit the final adds
+		for (long i = 0; i < Tq; i++) {
+			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
+			long jlo, jhi;
+			pk_mask_range(a, Tk, &jlo, &jhi);
+			if (jlo >= jhi) continue;
+			kmin = jlo < kmin ? jlo : kmin;
+			kmax = jhi > kmax ? jhi : kmax;
+			const float *p = probs + (bh * Tq + i) * Tk;
+			const float *doi = dO + i * s->ldo, *oi = O + i * s->ldo, *qi = Q + i * s->ldq;
+			float delta = 0; // Σ_j p_j dp_j = dout·out
+#pragma omp simd reduction(+ : delta)
+			for (long d = 0; d < dh; d++) delta += doi[d] * oi[d];
+			// ds_j = p_j (dout·v_j − delta)·scale
+			if (transposed)
+				pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+			else
+				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
+			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
+			float acc[dh];
+			for (long d = 0; d < dh; d++) acc[d] = 0;
+			for (long j = jlo; j < jhi; j++) {
+				const float dsj = ds[j], pj = p[j];
+				const float *kj = K + j * s->ldk;
+				float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
+				for (long d = 0; d < dh; d++) {
+					acc[d] += dsj * kj[d];
+					dkj[d] += dsj * qi[d];
+					dvj[d] += pj * doi[d];
+				}
+			}
+			float *dqi = dQ + i * s->ldq;
+			for (long d = 0; d < dh; d++) dqi[d] += acc[d];
+		}
+		float *dK = dk + b * Tk * s->ldk + h * dh, *dV = dv + b * Tk * s->ldv + h * dh;
+		for (long j = kmin; j < kmax; j++) {
+			float *dkj = dK + j * s->ldk, *dvj = dV + j * s->ldv;
+			const float *dklj = dkl + j * dh, *dvlj = dvl + j * dh;
+			for (long d = 0; d < dh; d++) {
+				dkj[d] += dklj[d];
+				dvj[d] += dvlj[d];
+			}
+		}
+	}
+	free(vt);
+	free(ds);
+	free(dkl);
+}
+
+void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
+	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
+	float *dq, float *dk, float *dv, long lo, long hi) {
+	const pk_attn_shape sh = {0, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo}, *s = &sh;
+	switch (s->Dh) {
+	case 16: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, 16); break;
+	case 32: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, 32); break;
+	case 64: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, 64); break;
+	default: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, s->Dh);
+	}
+}

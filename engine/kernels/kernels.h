@@ -1,0 +1,38 @@
+// C kernels of package kernels (see kernels.c). Every function processes one
+// range [lo, hi) of rows, batches or (batch, head) pairs; the Go side splits
+// the work over goroutines and makes one call per range.
+#ifndef PRISM_KERNELS_H
+#define PRISM_KERNELS_H
+
+typedef struct {
+	long B, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo;
+} pk_attn_shape;
+
+void pk_add_bias(float *y, long lo, long hi, long n, const float *bias);
+void pk_bias_grad(const float *dy, long lo, long hi, long n, float *dbias);
+void pk_ln_fwd(const float *x, long lo, long hi, long dim, const float *gamma, const float *beta,
+	float eps, float *y, float *mean, float *rstd);
+void pk_ln_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+	long lo, long hi, long dim, float *dx, float *dgamma, float *dbeta);
+void pk_mod_fwd(const float *h, const float *s, const float *c, long lo, long hi, long t, long d, float *y);
+void pk_mod_bwd(const float *dy, const float *h, const float *s, long lo, long hi, long t, long d,
+	float *dh, float *ds, float *dc);
+void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float *gamma, const float *beta,
+	const float *s, const float *c, float eps, float *y, float *mean, float *rstd);
+void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+	const float *beta, const float *s, long lo, long hi, long t, long d,
+	float *dx, float *dgamma, float *dbeta, float *ds, float *dc);
+void pk_gelu_fwd(const float *x, float *y, long n);
+void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n);
+void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, float *y);
+void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n, float *dz, float *dbias);
+void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
+	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi);
+void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
+	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
+	float *dq, float *dk, float *dv, long lo, long hi);
+void pk_axpy(float alpha, const float *x, float *y, long n);
+void pk_add(float *dst, const float *a, const float *b, long n);
+void pk_scale(float alpha, float *x, long n);
+
+#endif
