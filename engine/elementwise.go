@@ -84,7 +84,11 @@ func (g *Graph) Add(x, y *Tensor) *Tensor {
 	if bc.m == 1 {
 		kernels.Add(out.Data, a.Data, b.Data)
 	} else {
-		parallelRows(bc, func(lo, hi int) { addRows(a.Data, b.Data, out.Data, bc, lo, hi) })
+		if rows := bc.o * bc.m; serial(rows * bc.i) {
+			addRows(a.Data, b.Data, out.Data, bc, 0, rows)
+		} else {
+			kernels.ParallelForGrain(rows, rowsGrain(bc.i), func(lo, hi int) { addRows(a.Data, b.Data, out.Data, bc, lo, hi) })
+		}
 	}
 	if out.requiresGrad {
 		nd := g.record(out, addBackward)
@@ -124,50 +128,41 @@ func addBackward(g *Graph, nd *node) {
 // reduceBroadcast accumulates db[o, i] += Σ_m dy[o, m, i]·(x[o, m, i] if x
 // != nil else 1), in parallel over O·I.
 func reduceBroadcast(dy, x, db []float32, bc bcast) {
-	body := func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			o, i := p/bc.i, p%bc.i
-			base := o*bc.m*bc.i + i
-			var s float32
-			if x == nil {
-				for m := range bc.m {
-					s += dy[base+m*bc.i]
-				}
-			} else {
-				for m := range bc.m {
-					s += dy[base+m*bc.i] * x[base+m*bc.i]
-				}
-			}
-			db[p] += s
-		}
-	}
 	n := bc.o * bc.i
-	if n*bc.m < grain || n < 2 {
-		body(0, n)
+	if serial(n*bc.m) || n < 2 {
+		reduceRange(dy, x, db, bc, 0, n)
 		return
 	}
-	kernels.ParallelFor(n, body)
+	kernels.ParallelFor(n, func(lo, hi int) { reduceRange(dy, x, db, bc, lo, hi) })
 }
 
-// parallelRows runs body over the O·M rows of a broadcast view, on both cores
-// when the tensor is large.
-func parallelRows(bc bcast, body func(lo, hi int)) {
-	rows := bc.o * bc.m
-	if rows*bc.i < grain {
-		body(0, rows)
-		return
+// reduceRange does the work of reduceBroadcast for outputs [lo, hi).
+func reduceRange(dy, x, db []float32, bc bcast, lo, hi int) {
+	for p := lo; p < hi; p++ {
+		o, i := p/bc.i, p%bc.i
+		base := o*bc.m*bc.i + i
+		var s float32
+		if x == nil {
+			for m := range bc.m {
+				s += dy[base+m*bc.i]
+			}
+		} else {
+			for m := range bc.m {
+				s += dy[base+m*bc.i] * x[base+m*bc.i]
+			}
+		}
+		db[p] += s
 	}
-	kernels.ParallelForGrain(rows, max(1, grain/(2*max(bc.i, 1))), body)
 }
 
-// parallelElems runs body over [0, n) on both cores when n is large.
-func parallelElems(n int, body func(lo, hi int)) {
-	if n < grain {
-		body(0, n)
-		return
-	}
-	kernels.ParallelForGrain(n, grain/2, body)
-}
+// serial reports whether work on n elements should stay on the calling
+// goroutine. Call sites test it before building the closure for
+// kernels.ParallelFor, because a closure handed to another goroutine is a
+// heap allocation and small steps must not allocate.
+func serial(n int) bool { return n < grain }
+
+// rowsGrain is the minimum number of rows of width w per parallel piece.
+func rowsGrain(w int) int { return max(1, grain/(2*max(w, 1))) }
 
 // ---------------------------------------------------------------------------
 // Mul: out = a · b (broadcast, elementwise). node: a, b; i0..i2 = O, M, I.
@@ -176,7 +171,11 @@ func parallelElems(n int, body func(lo, hi int)) {
 func (g *Graph) Mul(x, y *Tensor) *Tensor {
 	a, b, bc := broadcastPair("Mul", x, y)
 	out := g.newTensor(g.anyGrad(a, b), a.Shape...)
-	parallelRows(bc, func(lo, hi int) { mulRows(a.Data, b.Data, out.Data, bc, lo, hi) })
+	if rows := bc.o * bc.m; serial(rows * bc.i) {
+		mulRows(a.Data, b.Data, out.Data, bc, 0, rows)
+	} else {
+		kernels.ParallelForGrain(rows, rowsGrain(bc.i), func(lo, hi int) { mulRows(a.Data, b.Data, out.Data, bc, lo, hi) })
+	}
 	if out.requiresGrad {
 		nd := g.record(out, mulBackward)
 		nd.a, nd.b = a, b
@@ -200,18 +199,25 @@ func mulBackward(g *Graph, nd *node) {
 	a, b, dy := nd.a, nd.b, nd.out.Grad
 	bc := bcast{nd.i0, nd.i1, nd.i2}
 	if a.needsGrad() {
-		parallelRows(bc, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				o := r / bc.m
-				dar, dyr, br := a.Grad[r*bc.i:(r+1)*bc.i], dy[r*bc.i:(r+1)*bc.i], b.Data[o*bc.i:(o+1)*bc.i]
-				for j := range dar {
-					dar[j] += dyr[j] * br[j]
-				}
-			}
-		})
+		if rows := bc.o * bc.m; serial(rows * bc.i) {
+			mulAccRows(dy, b.Data, a.Grad, bc, 0, rows)
+		} else {
+			kernels.ParallelForGrain(rows, rowsGrain(bc.i), func(lo, hi int) { mulAccRows(dy, b.Data, a.Grad, bc, lo, hi) })
+		}
 	}
 	if b.needsGrad() {
 		reduceBroadcast(dy, a.Data, b.Grad, bc)
+	}
+}
+
+// mulAccRows accumulates rows [lo, hi) of da[o,m,:] += dy[o,m,:]·b[o,:].
+func mulAccRows(dy, b, da []float32, bc bcast, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		o := r / bc.m
+		dar, dyr, br := da[r*bc.i:(r+1)*bc.i], dy[r*bc.i:(r+1)*bc.i], b[o*bc.i:(o+1)*bc.i]
+		for j := range dar {
+			dar[j] += dyr[j] * br[j]
+		}
 	}
 }
 
@@ -221,11 +227,8 @@ func mulBackward(g *Graph, nd *node) {
 // Scale returns alpha·x.
 func (g *Graph) Scale(x *Tensor, alpha float32) *Tensor {
 	out := g.newTensor(g.anyGrad(x), x.Shape...)
-	parallelElems(x.Size(), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out.Data[i] = alpha * x.Data[i]
-		}
-	})
+	copy(out.Data, x.Data)
+	kernels.Scale(alpha, out.Data)
 	if out.requiresGrad {
 		nd := g.record(out, scaleBackward)
 		nd.a, nd.f0 = x, alpha

@@ -186,7 +186,7 @@ func (g *Graph) anyGrad(ts ...*Tensor) bool {
 // copying. No gradient flows into it.
 func (g *Graph) Input(data []float32, shape ...int) *Tensor {
 	if n := numel(shape); n != len(data) {
-		panic(fmt.Sprintf("engine: Input of shape %v needs %d values, got %d", shape, n, len(data)))
+		panic(fmt.Sprintf("engine: Input of shape %s needs %d values, got %d", shapeString(shape), n, len(data)))
 	}
 	t := g.header(shape)
 	t.Data = data

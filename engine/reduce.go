@@ -37,11 +37,9 @@ func sumAllBackward(g *Graph, nd *node) {
 		return
 	}
 	d := nd.f0 * nd.out.Grad[0]
-	parallelElems(x.Size(), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x.Grad[i] += d
-		}
-	})
+	for i := range x.Grad {
+		x.Grad[i] += d
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -60,15 +58,13 @@ func (g *Graph) sumLast(x *Tensor, c float32) *Tensor {
 	}
 	rows, d := x.Rows(), x.Cols()
 	out := g.newTensor(g.anyGrad(x), x.Shape[:x.Rank()-1]...)
-	parallelRows(bcast{o: rows, m: 1, i: d}, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			var s float32
-			for _, v := range x.Data[r*d : (r+1)*d] {
-				s += v
-			}
-			out.Data[r] = c * s
+	for r := range rows {
+		var s float32
+		for _, v := range x.Data[r*d : (r+1)*d] {
+			s += v
 		}
-	})
+		out.Data[r] = c * s
+	}
 	if out.requiresGrad {
 		nd := g.record(out, sumLastBackward)
 		nd.a, nd.f0 = x, c
@@ -83,14 +79,12 @@ func sumLastBackward(g *Graph, nd *node) {
 	if !x.needsGrad() {
 		return
 	}
-	parallelRows(bcast{o: nd.i0, m: 1, i: d}, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			v := c * dy[r]
-			for j := range x.Grad[r*d : (r+1)*d] {
-				x.Grad[r*d+j] += v
-			}
+	for r := range nd.i0 {
+		v := c * dy[r]
+		for j := range x.Grad[r*d : (r+1)*d] {
+			x.Grad[r*d+j] += v
 		}
-	})
+	}
 }
 
 // ---------------------------------------------------------------------------

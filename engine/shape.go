@@ -15,7 +15,7 @@ import (
 // idxShape + [D]. Indices must lie in [0, V).
 func (g *Graph) Embedding(table *Tensor, idx []int32, idxShape ...int) *Tensor {
 	if table.Rank() != 2 || numel(idxShape) != len(idx) {
-		panic(fmt.Sprintf("engine: Embedding of table %v with %d indices of shape %v", table.Shape, len(idx), idxShape))
+		panic(fmt.Sprintf("engine: Embedding of table %v with %d indices of shape %s", table.Shape, len(idx), shapeString(idxShape)))
 	}
 	v, d := table.Shape[0], table.Shape[1]
 	t := g.header(idxShape)
@@ -166,7 +166,7 @@ func sliceBackward(g *Graph, nd *node) {
 // x's data (and gradient flows back unchanged).
 func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 	if numel(shape) != x.Size() {
-		panic(fmt.Sprintf("engine: Reshape of %v to %v", x.Shape, shape))
+		panic(fmt.Sprintf("engine: Reshape of %v to %s", x.Shape, shapeString(shape)))
 	}
 	out := g.header(shape)
 	out.Data = x.Data

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -101,11 +102,24 @@ func numel(shape []int) int {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			panic(fmt.Sprintf("engine: negative dimension in shape %v", shape))
+			panic("engine: negative dimension in shape " + shapeString(shape))
 		}
 		n *= d
 	}
 	return n
+}
+
+// shapeString formats a shape like fmt's %v without letting the slice
+// escape, so that variadic shape arguments stay on the caller's stack.
+func shapeString(s []int) string {
+	b := []byte{'['}
+	for i, d := range s {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(d), 10)
+	}
+	return string(append(b, ']'))
 }
 
 func sameShape(a, b []int) bool {
