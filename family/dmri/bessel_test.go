@@ -79,7 +79,7 @@ func TestLogI0AgainstQuadrature(t *testing.T) {
 }
 
 // TestBesselRatioIsDerivative checks I₁/I₀ = d log I₀/dx by central
-// differences (h = 1e−5·max(1,x): truncation ~h²·|f'''| ≲ 1e−10, rounding
+// differences (h = 1e−5·max(1,x): truncation ~h²·|f”'| ≲ 1e−10, rounding
 // ~ε·|log I₀|/h ≲ 1e−10 relative), and the continuity of both branches at
 // the switch point.
 func TestBesselRatioIsDerivative(t *testing.T) {

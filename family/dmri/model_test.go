@@ -300,7 +300,9 @@ func inTensor(f *Model, i int) bool {
 }
 
 func paramsClose(a, b family.Params, tol float64) bool {
-	close := func(x, y float64) bool { return math.Abs(x-y) <= tol*math.Max(1e-3, math.Max(math.Abs(x), math.Abs(y))) }
+	close := func(x, y float64) bool {
+		return math.Abs(x-y) <= tol*math.Max(1e-3, math.Max(math.Abs(x), math.Abs(y)))
+	}
 	if len(a.Fractions) != len(b.Fractions) || len(a.Components) != len(b.Components) || len(a.Shared) != len(b.Shared) {
 		return false
 	}
