@@ -23,7 +23,11 @@ func newTestBlock(sc Scope, d, ctxDim, heads int) *testBlock {
 	w, small := VarianceScaling(1), Normal(0.3)
 	add := func(name string, init Init, shape ...int) { b.p[name] = sc.New(name, init, shape...) }
 	for _, ln := range []string{"ln1", "ln2", "ln3"} {
-		add(ln+".scale", func(r *rand.Rand, s []int, x []float32) { Ones(r, s, x); Normal(0.1)(r, s, x[:0]) }, d)
+		add(ln+".scale", func(r *rand.Rand, _ []int, x []float32) {
+			for i := range x {
+				x[i] = 1 + 0.2*float32(r.NormFloat64())
+			}
+		}, d)
 		add(ln+".bias", small, d)
 	}
 	for _, c := range []string{"cond1", "cond3"} {

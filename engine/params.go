@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 )
 
 // ParamStore owns a network's learnable tensors under stable hierarchical
@@ -31,8 +32,8 @@ func (s *ParamStore) New(name string, init Init, shape ...int) *Tensor {
 	if _, dup := s.index[name]; dup {
 		panic(fmt.Sprintf("engine: parameter %q defined twice", name))
 	}
-	if name == "" {
-		panic("engine: parameter without a name")
+	if name == "" || strings.Contains(name, "/") {
+		panic(fmt.Sprintf("engine: invalid parameter name %q (empty or containing \"/\")", name))
 	}
 	n := numel(shape)
 	t := &Tensor{Name: name, Shape: append([]int(nil), shape...), Data: make([]float32, n), Grad: make([]float32, n), requiresGrad: true}
