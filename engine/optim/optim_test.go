@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prismsbi/prism/engine/safetensors"
 )
@@ -676,5 +678,49 @@ func BenchmarkStep(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "params")
 		})
+	}
+}
+
+// TestWorkersStop checks that Close, and otherwise garbage collection of an
+// unreachable Optimizer, ends its (here two helper) worker goroutines.
+func TestWorkersStop(t *testing.T) {
+	settle := func(want int) int {
+		var n int
+		for range 200 {
+			runtime.GC()
+			if n = runtime.NumGoroutine(); n <= want {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return n
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	ps := []Param{newParam("a", r, 1, 300, 300)}
+	cfg := DefaultConfig()
+	cfg.Workers = 3
+	o, err := New(ps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := runtime.NumGoroutine()
+	o.Close()
+	o.Close() // idempotent
+	if n := settle(running - 2); n > running-2 {
+		t.Errorf("%d goroutines after Close, want ≤ %d", n, running-2)
+	}
+	var dropped int
+	func() {
+		o, err := New(ps, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Step(); err != nil {
+			t.Fatal(err)
+		}
+		dropped = runtime.NumGoroutine()
+	}()
+	if n := settle(dropped - 2); n > dropped-2 {
+		t.Errorf("%d goroutines after dropping an Optimizer, want ≤ %d", n, dropped-2)
 	}
 }
