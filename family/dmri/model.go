@@ -352,8 +352,14 @@ func (m *Model) forward(d family.Design, st *state, out []float64) {
 		cs := &st.c[k]
 		switch c {
 		case Ball:
+			// The ball depends on b only; tables list shells together, so
+			// reuse the value while b repeats.
+			pb, v := math.NaN(), 0.0
 			for j := range out {
-				out[j] += f * math.Exp(-cov[4*j]*cs.d1)
+				if b := cov[4*j]; b != pb {
+					pb, v = b, f*math.Exp(-b*cs.d1)
+				}
+				out[j] += v
 			}
 		case Stick:
 			n := cs.n
@@ -376,8 +382,12 @@ func (m *Model) forward(d family.Design, st *state, out []float64) {
 				out[j] += f * math.Exp(-r[0]*quadForm([3]float64{r[1], r[2], r[3]}, cs.D))
 			}
 		case MultiShellBall:
+			pb, v := math.NaN(), 0.0
 			for j := range out {
-				out[j] += f * math.Exp(-gammaE(cov[4*j], st.md, st.ms))
+				if b := cov[4*j]; b != pb {
+					pb, v = b, f*math.Exp(-gammaE(b, st.md, st.ms))
+				}
+				out[j] += v
 			}
 		case MultiShellStick:
 			n := cs.n
