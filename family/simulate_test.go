@@ -256,3 +256,16 @@ func BenchmarkSimulateBatchToy(b *testing.B) {
 		SimulateBatch(toyFamily{}, opt, 0, out)
 	}
 }
+
+func TestModelSpaceSize(t *testing.T) {
+	if got := ModelSpaceSize(toyFamily{}); got.Int64() != 8 {
+		t.Errorf("toy: %v, want 2²·2 = 8", got)
+	}
+	if got := ModelSpaceSize(minActiveToy{}); got.Int64() != 3*2 {
+		t.Errorf("toy with ≥1 active: %v, want (2²−1)·2 = 6", got)
+	}
+}
+
+type minActiveToy struct{ toyFamily }
+
+func (minActiveToy) MaskPrior() MaskPrior { return BernoulliPrior{NumBase: 2, NumNoise: 2, MinActive: 1} }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/prismsbi/prism/family"
+)
+
+func init() {
+	register("simulate", "draw (λ, mask, θ, x) samples from a family into a JSON-lines file", runSimulate)
+}
+
+// simulateChunk is the number of samples simulated (in parallel) and
+// written per step; memory stays bounded by one chunk.
+const simulateChunk = 4096
+
+// progressEvery is the sample count above which simulate reports progress.
+const progressEvery = 50000
+
+func runSimulate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("simulate", "--family F --n N --seed S [--lambda L] [--protocol P] --out FILE.jsonl", stderr)
+	famName := fs.String("family", "", "model family (see `prism families`)")
+	n := fs.Int("n", 0, "number of samples")
+	seed := fs.Uint64("seed", 0, "random seed; the same seed gives byte-identical output")
+	lambdaStr := fs.String("lambda", "", "complexity knob λ ∈ [0,1] for every sample (default: λ ~ U(0,1) per sample)")
+	protocol := fs.String("protocol", "", "design: dMRI ukb|hcp|random|ukb-mix|hcp-mix|PREFIX (PREFIX.bval, PREFIX.bvec); default: the family's training mix")
+	out := fs.String("out", "", "output file (JSON lines)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *famName == "" {
+		return errors.New("--family is required (see `prism families`)")
+	}
+	if *out == "" {
+		return errors.New("--out is required")
+	}
+	if *n <= 0 {
+		return fmt.Errorf("--n must be a positive number of samples, got %d", *n)
+	}
+	lambda := math.NaN()
+	if *lambdaStr != "" {
+		l, err := strconv.ParseFloat(*lambdaStr, 64)
+		if err != nil || !(l >= 0 && l <= 1) {
+			return fmt.Errorf("--lambda %q: want a number in [0, 1]", *lambdaStr)
+		}
+		lambda = l
+	}
+	f, err := family.Lookup(*famName)
+	if err != nil {
+		return fmt.Errorf("--family: %w", err)
+	}
+	designs, err := f.Designs(*protocol)
+	if err != nil {
+		return fmt.Errorf("--protocol: %w", err)
+	}
+	_, withTable := f.(family.TableDesigner)
+	opt := family.SimOptions{Seed: *seed, Lambda: lambda, Designs: designs}
+	return writeAtomically(*out, func(w io.Writer) error {
+		return simulateTo(w, f, opt, *n, withTable, stderr)
+	})
+}
+
+// simulateTo writes n samples of f as JSON lines.
+func simulateTo(w io.Writer, f family.Family, opt family.SimOptions, n int, withTable bool, stderr io.Writer) error {
+	buf := make([]family.Sample, min(simulateChunk, n))
+	var line []byte
+	for start := 0; start < n; start += len(buf) {
+		batch := buf[:min(len(buf), n-start)]
+		family.SimulateBatch(f, opt, uint64(start), batch)
+		for i := range batch {
+			var err error
+			line, err = appendSample(line[:0], f, &batch[i], withTable)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
+		}
+		// Report each completed tenth of a large run.
+		if done := start + len(batch); n >= progressEvery && done*10/n > start*10/n {
+			fmt.Fprintf(stderr, "simulate: %d/%d samples\n", done, n)
+		}
+	}
+	return nil
+}
+
+// appendSample appends one JSON line:
+//
+//	{"index":I,"lambda":L,"mask":[0,1,…],"theta":PARAMS,"x":[…]
+//	 [,"bvals":[…],"bvecs":[[gx,gy,gz],…]]}
+//
+// with PARAMS the natural parameters in the --params layout.
+func appendSample(b []byte, f family.Family, s *family.Sample, withTable bool) ([]byte, error) {
+	b = append(b, `{"index":`...)
+	b = strconv.AppendUint(b, s.Index, 10)
+	b = append(b, `,"lambda":`...)
+	b = appendFloat(b, s.Lambda)
+	b = append(b, `,"mask":[`...)
+	for k, on := range s.Mask {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		if on {
+			b = append(b, '1')
+		} else {
+			b = append(b, '0')
+		}
+	}
+	theta, err := json.Marshal(f.Natural(s.Theta, s.Mask))
+	if err != nil {
+		return b, fmt.Errorf("sample %d: natural parameters: %w", s.Index, err)
+	}
+	b = append(b, `],"theta":`...)
+	b = append(b, theta...)
+	b = append(b, `,"x":`...)
+	var bad bool
+	if b, bad = appendFloats(b, s.X); bad {
+		return b, fmt.Errorf("sample %d (mask %s): the simulator produced a non-finite value", s.Index, family.MaskString(s.Mask))
+	}
+	if withTable && s.Design.CovDim >= 4 {
+		b = append(b, `,"bvals":[`...)
+		for j := 0; j < s.Design.N; j++ {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendFloat(b, s.Design.Row(j)[0])
+		}
+		b = append(b, `],"bvecs":[`...)
+		for j := 0; j < s.Design.N; j++ {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b, _ = appendFloats(b, s.Design.Row(j)[1:4])
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...), nil
+}
+
+// appendFloat appends v in the shortest form that parses back to v.
+func appendFloat(b []byte, v float64) []byte {
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// appendFloats appends a JSON array of xs and reports whether any value was
+// not finite (JSON has no NaN or Inf; they are written as null).
+func appendFloats(b []byte, xs []float64) ([]byte, bool) {
+	bad := false
+	b = append(b, '[')
+	for j, v := range xs {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad = true
+			b = append(b, "null"...)
+			continue
+		}
+		b = appendFloat(b, v)
+	}
+	return append(b, ']'), bad
+}
+
+// writeAtomically writes path through a temporary file in the same
+// directory that is renamed over path only when write succeeds.
+func writeAtomically(path string, write func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--out %s: cannot create a file in %s: %w", path, dir, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := write(bw); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	// CreateTemp makes the file private; give the result ordinary permissions.
+	if err := tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	return nil
+}
