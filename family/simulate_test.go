@@ -268,4 +268,6 @@ func TestModelSpaceSize(t *testing.T) {
 
 type minActiveToy struct{ toyFamily }
 
-func (minActiveToy) MaskPrior() MaskPrior { return BernoulliPrior{NumBase: 2, NumNoise: 2, MinActive: 1} }
+func (minActiveToy) MaskPrior() MaskPrior {
+	return BernoulliPrior{NumBase: 2, NumNoise: 2, MinActive: 1}
+}
