@@ -265,3 +265,6 @@ func geluBackward(g *Graph, nd *node) {
 		kernels.GELUBackward(dy, x.Data, x.Grad)
 	}
 }
+
+// Sub returns x − y with the broadcasting of Add (composed as x + (−1)·y).
+func (g *Graph) Sub(x, y *Tensor) *Tensor { return g.Add(x, g.Scale(y, -1)) }

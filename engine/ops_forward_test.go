@@ -364,3 +364,62 @@ func TestLossesForward(t *testing.T) {
 	assertClose(t, "SumLast", g.SumLast(g.Input(x, 2, 3)).Data, []float64{6, 15}, 0)
 	assertClose(t, "MeanLast", g.MeanLast(g.Input(x, 2, 3)).Data, []float64{2, 5}, 0)
 }
+
+// TestBroadcastLarge exercises the two-core paths of Add and Mul (tensors
+// above the parallel grain) forward and backward against naive loops.
+// Reductions over M = 64 float32 terms of O(1) values stay within ~1e-5
+// relative, hence the 1e-4 tolerance.
+func TestBroadcastLarge(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 1))
+	as := []int{4, 64, 256}
+	for _, bs := range [][]int{{4, 1, 256}, {256}, {4, 64, 1}} {
+		a, b, seed := randData(r, numel(as)), randData(r, numel(bs)), randData(r, numel(as))
+		g := NewGraph()
+		ta, tb := g.Variable(a, as...), g.Variable(b, bs...)
+		out := g.Mul(ta, tb)
+		assertClose(t, "Mul/large", out.Data, naiveBroadcast(a, as, b, bs, func(x, y float64) float64 { return x * y }), fwdTol)
+		g.BackwardFrom(out, seed)
+		// da = seed·b (broadcast); db = Σ over broadcast axes of seed·a.
+		assertClose(t, "Mul/large da", ta.Grad, naiveBroadcast(seed, as, b, bs, func(x, y float64) float64 { return x * y }), fwdTol)
+		prod := naiveBroadcast(seed, as, a, as, func(x, y float64) float64 { return x * y })
+		db := make([]float64, len(b))
+		for p, v := range naiveIndex(as, bs) {
+			db[v] += prod[p]
+		}
+		assertClose(t, "Mul/large db", tb.Grad, db, fwdTol)
+		sum := g.Add(ta, tb)
+		assertClose(t, "Add/large", sum.Data, naiveBroadcast(a, as, b, bs, func(x, y float64) float64 { return x + y }), fwdTol)
+	}
+}
+
+// naiveIndex maps each flat index of shape as to the flat index of the
+// broadcast operand of shape bs.
+func naiveIndex(as, bs []int) []int {
+	n := numel(as)
+	out := make([]int, n)
+	idx := make([]int, len(as))
+	pad := len(as) - len(bs)
+	for p := range n {
+		rem := p
+		for ax := len(as) - 1; ax >= 0; ax-- {
+			idx[ax] = rem % as[ax]
+			rem /= as[ax]
+		}
+		q := 0
+		for ax := pad; ax < len(as); ax++ {
+			i := idx[ax]
+			if bs[ax-pad] == 1 {
+				i = 0
+			}
+			q = q*bs[ax-pad] + i
+		}
+		out[p] = q
+	}
+	return out
+}
+
+func TestSubForward(t *testing.T) {
+	g := NewGraph()
+	d := g.Sub(g.Input([]float32{5, 7, 9, 11}, 2, 2), g.Input([]float32{1, 2}, 2))
+	assertClose(t, "Sub", d.Data, []float64{4, 5, 8, 9}, 0)
+}

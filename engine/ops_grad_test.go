@@ -165,3 +165,9 @@ func TestGradReductionsAndLosses(t *testing.T) {
 		return g.MaskedSquaredError(x[0], x[1], g.Input(weights, 3, 4))
 	})
 }
+
+func TestGradSub(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 1))
+	gradCheck(t, "Sub", 33, []leaf{randLeaf(r, 1, 2, 3, 4), randLeaf(r, 1, 2, 1, 4)},
+		func(g *Graph, x []*Tensor) *Tensor { return g.Sub(x[0], x[1]) })
+}
