@@ -23,7 +23,10 @@ func (g *Graph) LayerNorm(x, gamma, beta *Tensor) *Tensor {
 		panic(fmt.Sprintf("engine: LayerNorm of %v with γ %v, β %v", x.Shape, shapeOf(gamma), shapeOf(beta)))
 	}
 	out := g.newTensor(g.anyGrad(x, gamma, beta), x.Shape...)
-	mean, rstd := g.buf(rows), g.buf(rows)
+	var mean, rstd []float32 // row statistics, saved only for the backward
+	if out.requiresGrad {
+		mean, rstd = g.buf(rows), g.buf(rows)
+	}
 	kernels.LayerNormForward(x.Data, rows, d, dataOf(gamma), dataOf(beta), LayerNormEps, out.Data, mean, rstd)
 	if out.requiresGrad {
 		nd := g.record(out, layerNormBackward)
@@ -89,7 +92,10 @@ func (g *Graph) LayerNormModulate(x, gamma, beta, s, c *Tensor) *Tensor {
 		panic(fmt.Sprintf("engine: LayerNormModulate of x %v with γ %v, β %v, s %v, c %v", x.Shape, shapeOf(gamma), shapeOf(beta), s.Shape, c.Shape))
 	}
 	out := g.newTensor(g.anyGrad(x, gamma, beta, s, c), x.Shape...)
-	mean, rstd := g.buf(b*t), g.buf(b*t)
+	var mean, rstd []float32
+	if out.requiresGrad {
+		mean, rstd = g.buf(b*t), g.buf(b*t)
+	}
 	kernels.LayerNormModulateForward(x.Data, b, t, d, dataOf(gamma), dataOf(beta), s.Data, c.Data, LayerNormEps, out.Data, mean, rstd)
 	if out.requiresGrad {
 		nd := g.record(out, layerNormModulateBackward)
