@@ -49,7 +49,7 @@ type node struct {
 	i0, i1, i2 int
 	i3, i4     int
 	f0         float32
-	s0, s1, s2 []float32 // saved buffers
+	s0, s1     []float32 // saved buffers
 	idx        []int32
 	attn       kernels.AttnShape
 	mask       kernels.Mask
@@ -80,6 +80,15 @@ func (g *Graph) Reset() {
 	g.ntens = 0
 	clear(g.owned)
 	g.owned = g.owned[:0]
+}
+
+// ArenaBytes is the memory held by the graph's buffer arena, in bytes.
+func (g *Graph) ArenaBytes() int {
+	n := 0
+	for _, b := range g.bufs {
+		n += 4 * cap(b)
+	}
+	return n
 }
 
 // NumNodes is the number of operations on the tape.
