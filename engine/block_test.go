@@ -243,3 +243,20 @@ func TestResetWithNewShapes(t *testing.T) {
 		t.Error("arena is empty")
 	}
 }
+
+// TestInferenceMatchesTraining requires the tape-free forward pass to give
+// the training graph's outputs exactly (same kernels, same order).
+func TestInferenceMatchesTraining(t *testing.T) {
+	_, blk, x, y, ctx, self, cross := blockSetup(35)
+	tr, inf := NewGraph(), NewInferenceGraph()
+	a := blk.forward(tr, tr.Variable(x, 2, 5, 8), tr.Input(y, 2, 4, 8), tr.Input(ctx, 2, 3), self, cross)
+	b := blk.forward(inf, inf.Variable(x, 2, 5, 8), inf.Input(y, 2, 4, 8), inf.Input(ctx, 2, 3), self, cross)
+	if !a.RequiresGrad() || b.RequiresGrad() || inf.NumNodes() != 0 {
+		t.Fatalf("requiresGrad train %v, inference %v, inference nodes %d", a.RequiresGrad(), b.RequiresGrad(), inf.NumNodes())
+	}
+	for i := range a.Data {
+		if a.Data[i] != b.Data[i] {
+			t.Fatalf("output %d: training %v, inference %v", i, a.Data[i], b.Data[i])
+		}
+	}
+}

@@ -247,9 +247,7 @@ func (g *Graph) BackwardFrom(out *Tensor, seed []float32) {
 	if !out.requiresGrad {
 		return
 	}
-	for _, t := range g.owned {
-		clear(t.Grad)
-	}
+	g.zeroOwnedGrads()
 	copy(out.Grad, seed)
 	for i := out.node - 1; i >= 0; i-- {
 		n := &g.nodes[i]
@@ -257,6 +255,27 @@ func (g *Graph) BackwardFrom(out *Tensor, seed []float32) {
 			n.back(g, n)
 		}
 	}
+}
+
+// zeroOwnedGrads clears the gradients of all graph-owned tensors, on both
+// cores when there is much to clear (it is a sizeable share of a step's
+// memory traffic).
+func (g *Graph) zeroOwnedGrads() {
+	total := 0
+	for _, t := range g.owned {
+		total += len(t.Grad)
+	}
+	if serial(total) || len(g.owned) < 2 {
+		for _, t := range g.owned {
+			clear(t.Grad)
+		}
+		return
+	}
+	kernels.ParallelFor(len(g.owned), func(lo, hi int) {
+		for _, t := range g.owned[lo:hi] {
+			clear(t.Grad)
+		}
+	})
 }
 
 // sinkBuf returns scratch buffer i (0 ≤ i < 3) of n floats whose contents

@@ -171,3 +171,28 @@ func TestGradSub(t *testing.T) {
 	gradCheck(t, "Sub", 33, []leaf{randLeaf(r, 1, 2, 3, 4), randLeaf(r, 1, 2, 1, 4)},
 		func(g *Graph, x []*Tensor) *Tensor { return g.Sub(x[0], x[1]) })
 }
+
+// TestGradAttentionFullyMasked covers a sample whose queries may attend no
+// key at all: its output is zero and no gradient flows to its keys/values.
+func TestGradAttentionFullyMasked(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 1))
+	const b, tq, tk, heads, w = 2, 3, 4, 2, 4
+	keys := []bool{false, false, false, false, true, false, true, true}
+	m := KeyMask(nil, keys, b, tq, tk)
+	gradCheck(t, "CrossAttention/fullymasked", 34, []leaf{randLeaf(r, 1, b, tq, w), randLeaf(r, 1, b, tk, 2*w)},
+		func(g *Graph, x []*Tensor) *Tensor { return g.CrossAttention(x[0], x[1], heads, m) })
+	g := NewGraph()
+	q, kv := g.Variable(randData(r, b*tq*w), b, tq, w), g.Variable(randData(r, b*tk*2*w), b, tk, 2*w)
+	out := g.CrossAttention(q, kv, heads, m)
+	g.Backward(g.Sum(out))
+	for i, v := range out.Data[:tq*w] {
+		if v != 0 {
+			t.Fatalf("fully masked sample: output %d = %v, want 0", i, v)
+		}
+	}
+	for i, v := range kv.Grad[:tk*2*w] {
+		if v != 0 {
+			t.Fatalf("fully masked sample: kv gradient %d = %v, want 0", i, v)
+		}
+	}
+}
