@@ -90,10 +90,26 @@ func noiseIndex(f *Model, m []bool) int {
 	return -1
 }
 
-// ricianDensity is the Rician density written out directly with a
-// quadrature-free I₀ only where it cannot overflow (x ≤ 700), and through
-// LogI0 otherwise.
 func ricianLogDensity(y, s, sg float64) float64 { return noiseLogLik(y, s, sg, true) }
+
+// TestRicianLogDensityDirect compares the implemented Rician log density
+// with the textbook form y/σ² exp(−(y²+S²)/(2σ²)) I₀(yS/σ²), where I₀ comes
+// from trapezoidal quadrature (besselQuad) instead of LogI0. Arguments keep
+// yS/σ² ≤ 700 so that the direct form does not overflow. Tolerance 1e−12
+// relative on the density: the quadrature is good to ~1e−15 and the
+// exponent −(y²+S²)/(2σ²) + x of size ≤ 1e3 loses up to ~1e−13 to rounding.
+func TestRicianLogDensityDirect(t *testing.T) {
+	for _, c := range [][3]float64{{0.31, 0.3, 0.25}, {1.02, 1, 1.0 / 25}, {0.05, 0.2, 0.1}, {0.6, 0.01, 1.0 / 3}, {0.9, 0.7, 1.0 / 30}} {
+		y, s, sg := c[0], c[1], c[2]
+		x := y * s / (sg * sg)
+		i0e, _ := besselQuad(x)
+		want := y / (sg * sg) * math.Exp(-(y*y+s*s)/(2*sg*sg)+x) * i0e
+		got := math.Exp(ricianLogDensity(y, s, sg))
+		if math.Abs(got-want) > 1e-12*want {
+			t.Errorf("Rician density at y=%v S=%v σ=%v: %.15g, direct %.15g", y, s, sg, got, want)
+		}
+	}
+}
 
 // TestRicianDensity integrates the Rician likelihood over y ∈ [0, ∞) and
 // checks that it is a normalised density with E[y²] = S² + 2σ² (a closed
@@ -265,4 +281,27 @@ func BenchmarkLogLikelihoodGradBSZTHCP(b *testing.B) {
 	for b.Loop() {
 		f.LogLikelihood(des, x, theta, m, grad)
 	}
+}
+
+// BenchmarkSimulateB3SMix is BenchmarkSimulateB3SUKB with the default
+// training mix ("" = ukb-mix), which draws a new design per simulation.
+func BenchmarkSimulateB3SMix(b *testing.B) {
+	f := B3S()
+	ds, err := f.Designs("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := family.SimOptions{Seed: 1, Lambda: math.NaN(), Designs: ds}
+	const batch = 4096
+	out := make([]family.Sample, batch)
+	family.SimulateBatch(f, opt, 0, out)
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		k := min(batch, b.N-done)
+		family.SimulateBatch(f, opt, uint64(done), out[:k])
+		done += k
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sims/s")
 }

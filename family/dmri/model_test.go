@@ -126,8 +126,7 @@ func TestForwardB3SClosedForm(t *testing.T) {
 			r := des.Row(j)
 			g := [3]float64{r[1], r[2], r[3]}
 			want := fr[0] * math.Pow(1+r[0]*s*s/d, -k)
-			for i, c := range []int{1, 3} {
-				_ = i
+			for _, c := range []int{1, 3} {
 				n := unit(dirs[c-1][0], dirs[c-1][1])
 				gn := dot(g, n)
 				want += fr[c] * math.Pow(1+r[0]*gn*gn*s*s/d, -k)
