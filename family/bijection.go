@@ -114,8 +114,9 @@ func Direction(theta, phi float64) [3]float64 {
 // u_i = Φ(ε_i) (clipped to [1e−12, 1−1e−12]), b_i = Σ_{j>i, on} α_j and the
 // stick proportion is φ_i = I⁻¹_{u_i}(α_i, b_i), the Beta(α_i, b_i)
 // quantile (computed by invBetaLower, a Halley iteration on gonum's
-// mathext.RegIncBeta that falls back to mathext.InvRegIncBeta). Then π_i = φ_i·(1 − Σ_{j<i} π_j) and the last active component
-// takes the remainder.
+// mathext.RegIncBeta that falls back to mathext.InvRegIncBeta). Then
+// π_i = φ_i·(1 − Σ_{j<i} π_j) and the last active component takes the
+// remainder.
 type StickBreaking struct {
 	Alpha []float64
 }
@@ -127,32 +128,44 @@ type stickState struct {
 	dphi [MaxSimplex]float64 // dφ_i/dε_i
 }
 
+// suffix writes after[i] = Σ_{j>i, on} α_j and returns the index of the
+// last active component (−1 if none). Summing from the end makes each b_i
+// exact up to one rounding per term, independent of earlier components.
+func (s StickBreaking) suffix(on []bool, after *[MaxSimplex]float64) int {
+	last := -1
+	acc := 0.0
+	for i := len(s.Alpha) - 1; i >= 0; i-- {
+		after[i] = acc
+		if on[i] {
+			if last < 0 {
+				last = i
+			}
+			acc += s.Alpha[i]
+		}
+	}
+	return last
+}
+
 // forward computes π and, when st is non-nil, the quantities the VJP needs.
 func (s StickBreaking) forward(eps []float64, on []bool, pi []float64, st *stickState) {
 	K := len(s.Alpha)
 	if K > MaxSimplex {
 		panic("family: StickBreaking supports at most 32 components")
 	}
-	last := -1
-	total := 0.0
+	var after [MaxSimplex]float64
+	last := s.suffix(on, &after)
 	for i := 0; i < K; i++ {
 		pi[i] = 0
-		if on[i] {
-			last = i
-			total += s.Alpha[i]
-		}
 	}
 	if last < 0 {
 		return
 	}
 	rest := 1.0
-	after := total // Σ_{j≥i, on} α_j
 	for i := 0; i < last; i++ {
 		if !on[i] {
 			continue
 		}
-		after -= s.Alpha[i]
-		b := after
+		b := after[i]
 		u, uc := Phi(eps[i]), Phi(-eps[i]) // u and 1−u, both to full precision
 		clipped := false
 		if u < stickClip {
@@ -244,26 +257,21 @@ func (s StickBreaking) VJP(eps []float64, on []bool, gPi, gEps []float64) {
 // mask on. Inactive latents are set to zero.
 func (s StickBreaking) Inverse(pi []float64, on []bool, eps []float64) {
 	K := len(s.Alpha)
-	last := -1
-	total := 0.0
-	for i := 0; i < K; i++ {
-		if on[i] {
-			last = i
-			total += s.Alpha[i]
-		}
+	if K > MaxSimplex {
+		panic("family: StickBreaking supports at most 32 components")
 	}
+	var after [MaxSimplex]float64
+	last := s.suffix(on, &after)
 	for i := 0; i < K-1; i++ {
 		eps[i] = 0
 	}
 	// The stick remaining after component i is the sum of the later
 	// fractions; summing from the end (rather than 1 − prefix sum) keeps the
 	// relative precision of small remainders.
-	after := total
 	for i := 0; i < last; i++ {
 		if !on[i] {
 			continue
 		}
-		after -= s.Alpha[i]
 		tail := 0.0
 		for j := i + 1; j <= last; j++ {
 			if on[j] {
@@ -279,10 +287,10 @@ func (s StickBreaking) Inverse(pi []float64, on []bool, eps []float64) {
 		// 1e−12 clip unnecessary here.
 		if p <= 0.5 {
 			p = math.Max(p, tinyProportion)
-			eps[i] = PhiInv(mathext.RegIncBeta(s.Alpha[i], after, p))
+			eps[i] = PhiInv(mathext.RegIncBeta(s.Alpha[i], after[i], p))
 		} else {
 			q = math.Max(q, tinyProportion)
-			eps[i] = -PhiInv(mathext.RegIncBeta(after, s.Alpha[i], q))
+			eps[i] = -PhiInv(mathext.RegIncBeta(after[i], s.Alpha[i], q))
 		}
 	}
 }
