@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#pragma GCC target("prefer-vector-width=512")
 
 #define PK_INLINE static inline __attribute__((always_inline))
 
@@ -307,6 +312,13 @@ void pk_scale(float alpha, float *x, long n) {
 
 #define PK_JB 16
 
+// gcc fully unrolls 16-iteration loops before vectorising and then often
+// fails to re-vectorise them (perf showed 16 scalar vfmadd231ss per key), so
+// the hot attention loops use explicit 16-wide vectors.
+typedef float pk_v16 __attribute__((vector_size(64), aligned(4), may_alias));
+#define PK_LD(p) (*(const pk_v16 *)(p))
+#define PK_ST(p, v) (*(pk_v16 *)(p) = (v))
+
 static void *pk_alloc(size_t nfloat) {
 	size_t bytes = (nfloat * sizeof(float) + 63) & ~(size_t)63;
 	void *p = aligned_alloc(64, bytes ? bytes : 64);
@@ -328,15 +340,33 @@ PK_INLINE void pk_mask_range(const unsigned char *a, long tk, long *jlo, long *j
 // [jlo, jhi), from the transposed keys kt ([dh][ldt]).
 PK_INLINE void pk_scores(const float *qi, const float *kt, long ldt, long jlo, long jhi, const long dh,
 	float scale, float *sc) {
-	for (long j0 = jlo & ~(long)(PK_JB - 1); j0 < jhi; j0 += PK_JB) {
-		float acc[PK_JB];
-		for (long jj = 0; jj < PK_JB; jj++) acc[jj] = 0;
+	// Four blocks of 16 keys at a time keep four independent FMA chains in
+	// flight (one chain is bound by the 4-cycle FMA latency).
+	long j0 = jlo & ~(long)(PK_JB - 1);
+	for (; j0 + 4 * PK_JB <= jhi; j0 += 4 * PK_JB) {
+		pk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
 		for (long d = 0; d < dh; d++) {
 			const float qd = qi[d] * scale;
 			const float *kd = kt + d * ldt + j0;
-			for (long jj = 0; jj < PK_JB; jj++) acc[jj] += qd * kd[jj];
+			a0 += qd * PK_LD(kd);
+			a1 += qd * PK_LD(kd + 16);
+			a2 += qd * PK_LD(kd + 32);
+			a3 += qd * PK_LD(kd + 48);
 		}
-		for (long jj = 0; jj < PK_JB; jj++) sc[j0 + jj] = acc[jj];
+		PK_ST(sc + j0, a0);
+		PK_ST(sc + j0 + 16, a1);
+		PK_ST(sc + j0 + 32, a2);
+		PK_ST(sc + j0 + 48, a3);
+	}
+	for (; j0 < jhi; j0 += PK_JB) {
+		pk_v16 a0 = {0}, a1 = {0};
+		long d = 0;
+		for (; d + 1 < dh; d += 2) {
+			a0 += (qi[d] * scale) * PK_LD(kt + d * ldt + j0);
+			a1 += (qi[d + 1] * scale) * PK_LD(kt + (d + 1) * ldt + j0);
+		}
+		if (d < dh) a0 += (qi[d] * scale) * PK_LD(kt + d * ldt + j0);
+		PK_ST(sc + j0, a0 + a1);
 	}
 }
 
@@ -352,9 +382,98 @@ PK_INLINE void pk_scores_direct(const float *qi, const float *K, long ldk, long 
 	}
 }
 
+// pk_transpose copies the [tk][dh] head slice K (row stride ld) to
+// kt[d][j] (row stride ldt); with AVX-512 one masked gather per 16 keys and
+// d replaces 16 scalar moves (the scalar transpose was 10 % of the forward).
 PK_INLINE void pk_transpose(const float *K, long ld, long tk, const long dh, float *kt, long ldt) {
+#ifdef __AVX512F__
+	const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+	const __m512i vld = _mm512_set1_epi32((int)ld);
+	for (long j0 = 0; j0 < tk; j0 += 16) {
+		__m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int)j0)), vld);
+		__mmask16 m = tk - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (tk - j0)) - 1);
+		for (long d = 0; d < dh; d++)
+			_mm512_storeu_ps(kt + d * ldt + j0,
+				_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, K + d, 4));
+	}
+#else
 	for (long j = 0; j < tk; j++)
 		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
+#endif
+}
+
+#ifdef __AVX512F__
+// pk_exp16 is pk_exp on 16 lanes.
+PK_INLINE __m512 pk_exp16(__m512 x) {
+	// max/min return their second operand when one is NaN: NaN propagates.
+	__m512 xc = _mm512_max_ps(_mm512_set1_ps(-87.3f), x);
+	xc = _mm512_min_ps(_mm512_set1_ps(88.3f), xc);
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+	r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+	__m512 z = _mm512_mul_ps(r, r);
+	__m512 p = _mm512_set1_ps(1.9875691500e-4f);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+	p = _mm512_add_ps(_mm512_fmadd_ps(p, z, r), _mm512_set1_ps(1.0f));
+	__m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+	__m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+	y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.3f), _CMP_GT_OQ), y,
+		_mm512_set1_ps(INFINITY));
+	return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ), y,
+		_mm512_setzero_ps());
+}
+#endif
+
+// pk_softmax_row turns the scores sc[jlo, jhi) into unnormalised weights
+// e^(s − max) over the allowed keys (a[j] != 0, or all when a is NULL) and
+// returns their sum; sc is written over the whole 16-blocks covering the
+// range, with zeros at masked and padding positions. At least one key in
+// [jlo, jhi) must be allowed. Masked lanes are handled in registers: writing
+// −Inf padding with scalar stores and reloading the block as a vector
+// stalled on store forwarding (16 % of the forward).
+PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned char *a) {
+	const long jb0 = jlo & ~(long)(PK_JB - 1);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+	const long nb = (jhi - jb0 + 15) / 16;
+	__mmask16 valid[nb];
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	for (long b = 0; b < nb; b++) {
+		const long j0 = jb0 + 16 * b;
+		__mmask16 v = 0xFFFF;
+		if (j0 < jlo) v &= (__mmask16)(0xFFFFu << (jlo - j0));
+		if (jhi - j0 < 16) v &= (__mmask16)((1u << (jhi - j0)) - 1);
+		if (a) v = _mm_mask_test_epi8_mask(v, _mm_maskz_loadu_epi8(v, a + j0), _mm_set1_epi8(-1));
+		valid[b] = v;
+		m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), v, sc + j0));
+	}
+	const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+	__m512 sum = _mm512_setzero_ps();
+	for (long b = 0; b < nb; b++) {
+		const long j0 = jb0 + 16 * b;
+		__m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid[b], sc + j0);
+		__m512 e = pk_exp16(_mm512_sub_ps(x, mx));
+		_mm512_storeu_ps(sc + j0, e);
+		sum = _mm512_add_ps(sum, e);
+	}
+	return _mm512_reduce_add_ps(sum);
+#else
+	for (long j = jb0; j < jlo; j++) sc[j] = -INFINITY;
+	if (a)
+		for (long j = jlo; j < jhi; j++) sc[j] = a[j] ? sc[j] : -INFINITY;
+	float mx = -INFINITY;
+	for (long j = jlo; j < jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+	float sum = 0;
+	for (long j = jb0; j < jhi; j++) {
+		sc[j] = pk_exp(sc[j] - mx);
+		sum += sc[j];
+	}
+	return sum;
+#endif
 }
 
 PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
@@ -392,35 +511,35 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 				pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
 			else
 				pk_scores_direct(qi, K, s->ldk, jlo, jhi, dh, scale, sc);
-			float mx = -INFINITY;
-			if (a) {
-#pragma omp simd reduction(max : mx)
-				for (long j = jlo; j < jhi; j++) {
-					float x = a[j] ? sc[j] : -INFINITY;
-					sc[j] = x;
-					mx = mx > x ? mx : x;
-				}
-			} else {
-#pragma omp simd reduction(max : mx)
-				for (long j = jlo; j < jhi; j++) mx = mx > sc[j] ? mx : sc[j];
-			}
-			float sum = 0;
-#pragma omp simd reduction(+ : sum)
-			for (long j = jlo; j < jhi; j++) {
-				float e = pk_exp(sc[j] - mx);
-				sc[j] = e;
-				sum += e;
-			}
+			const float sum = pk_softmax_row(sc, jlo, jhi, a);
 			const float inv = 1.0f / sum;
 			for (long j = jlo; j < jhi; j++) p[j] = sc[j] * inv;
-			float acc[dh];
-			for (long d = 0; d < dh; d++) acc[d] = 0;
-			for (long j = jlo; j < jhi; j++) {
-				const float pj = p[j];
-				const float *vj = V + j * s->ldv;
-				for (long d = 0; d < dh; d++) acc[d] += pj * vj[d];
+			if (dh % 16 == 0) {
+				// Four accumulators over j for latency (see pk_scores).
+				pk_v16 acc[4][dh / 16];
+				for (long c = 0; c < dh / 16; c++) acc[0][c] = acc[1][c] = acc[2][c] = acc[3][c] = (pk_v16){0};
+				long j = jlo;
+				const long ldv = s->ldv;
+				for (; j + 4 <= jhi; j += 4) {
+					const float *vj = V + j * ldv;
+					for (long c = 0; c < dh / 16; c++) {
+						acc[0][c] += p[j] * PK_LD(vj + 16 * c);
+						acc[1][c] += p[j + 1] * PK_LD(vj + ldv + 16 * c);
+						acc[2][c] += p[j + 2] * PK_LD(vj + 2 * ldv + 16 * c);
+						acc[3][c] += p[j + 3] * PK_LD(vj + 3 * ldv + 16 * c);
+					}
+				}
+				for (; j < jhi; j++)
+					for (long c = 0; c < dh / 16; c++) acc[0][c] += p[j] * PK_LD(V + j * ldv + 16 * c);
+				for (long c = 0; c < dh / 16; c++) PK_ST(o + 16 * c, (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]));
+			} else {
+				for (long d = 0; d < dh; d++) o[d] = 0;
+				for (long j = jlo; j < jhi; j++) {
+					const float pj = p[j];
+					const float *vj = V + j * s->ldv;
+					for (long d = 0; d < dh; d++) o[d] += pj * vj[d];
+				}
 			}
-			for (long d = 0; d < dh; d++) o[d] = acc[d];
 		}
 	}
 	free(kt);
@@ -478,20 +597,37 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 			else
 				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
 			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
-			float acc[dh];
-			for (long d = 0; d < dh; d++) acc[d] = 0;
-			for (long j = jlo; j < jhi; j++) {
-				const float dsj = ds[j], pj = p[j];
-				const float *kj = K + j * s->ldk;
-				float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
-				for (long d = 0; d < dh; d++) {
-					acc[d] += dsj * kj[d];
-					dkj[d] += dsj * qi[d];
-					dvj[d] += pj * doi[d];
+			float *dqi = dQ + i * s->ldq;
+			if (dh % 16 == 0) {
+				pk_v16 acc[dh / 16], qv[dh / 16], dov[dh / 16];
+				for (long c = 0; c < dh / 16; c++) {
+					acc[c] = (pk_v16){0};
+					qv[c] = PK_LD(qi + 16 * c);
+					dov[c] = PK_LD(doi + 16 * c);
+				}
+				for (long j = jlo; j < jhi; j++) {
+					const float dsj = ds[j], pj = p[j];
+					const float *kj = K + j * s->ldk;
+					float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
+					for (long c = 0; c < dh / 16; c++) {
+						acc[c] += dsj * PK_LD(kj + 16 * c);
+						PK_ST(dkj + 16 * c, PK_LD(dkj + 16 * c) + dsj * qv[c]);
+						PK_ST(dvj + 16 * c, PK_LD(dvj + 16 * c) + pj * dov[c]);
+					}
+				}
+				for (long c = 0; c < dh / 16; c++) PK_ST(dqi + 16 * c, PK_LD(dqi + 16 * c) + acc[c]);
+			} else {
+				for (long j = jlo; j < jhi; j++) {
+					const float dsj = ds[j], pj = p[j];
+					const float *kj = K + j * s->ldk;
+					float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
+					for (long d = 0; d < dh; d++) {
+						dqi[d] += dsj * kj[d];
+						dkj[d] += dsj * qi[d];
+						dvj[d] += pj * doi[d];
+					}
 				}
 			}
-			float *dqi = dQ + i * s->ldq;
-			for (long d = 0; d < dh; d++) dqi[d] += acc[d];
 		}
 		float *dK = dk + b * Tk * s->ldk + h * dh, *dV = dv + b * Tk * s->ldv + h * dh;
 		for (long j = kmin; j < kmax; j++) {
