@@ -266,3 +266,34 @@ func BenchmarkElementwise(b *testing.B) {
 		reportCPU(b, c0)
 	})
 }
+
+// BenchmarkSgemmThenGELU alternates an OpenBLAS product with a goroutine-
+// parallel kernel, as a training step does, to expose interference between
+// OpenBLAS's worker threads (which spin for a while after each call) and this
+// package's workers. Compare with the sum of the two benchmarks alone.
+func BenchmarkSgemmThenGELU(b *testing.B) {
+	const m, k, n = benchRows, 64, 256
+	x, w, y, z := benchBuf(m*k), benchBuf(k*n), make([]float32, m*n), make([]float32, m*n)
+	b.Run("sgemm", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
+		}
+		reportCPU(b, c0)
+	})
+	b.Run("gelu", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			GELUForward(y, z)
+		}
+		reportCPU(b, c0)
+	})
+	b.Run("both", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
+			GELUForward(y, z)
+		}
+		reportCPU(b, c0)
+	})
+}

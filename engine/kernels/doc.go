@@ -20,10 +20,16 @@
 // default) the kernels are C code compiled with -O3 -march=native and
 // OpenBLAS's cblas_sgemm; without cgo Sgemm is gonum's. Backend reports which.
 //
-// Threading policy. Sgemm is parallelised by OpenBLAS itself over all cores;
-// the other kernels are parallelised by this package's persistent worker
-// goroutines (ParallelFor). Both never run at the same time as long as Sgemm
-// is called from ordinary (not ParallelFor) goroutines, so the two cores are
-// never oversubscribed. Code that wants many small independent products in
-// parallel should call SetBLASThreads(1) and use ParallelFor around Sgemm.
+// Threading policy. All parallelism belongs to this package: OpenBLAS runs
+// single-threaded and Sgemm splits each large product over the package's
+// persistent worker goroutines (one cgo call per worker), exactly like the
+// other kernels. Multi-threaded OpenBLAS keeps its worker threads spinning
+// (sched_yield) for a long while after every call; on two cores they then
+// compete with the goroutines of the next LayerNorm or GELU (measured: an
+// sgemm followed by a GELU cost 10–40 % more CPU time than the two apart;
+// with the split, the sum). A single pool also means the cores are never
+// oversubscribed and that Sgemm may be called inside ParallelFor bodies
+// (nested work runs inline when the workers are busy). SetBLASThreads(n)
+// hands threading back to OpenBLAS for callers that prefer it. Without
+// cgo, Sgemm is gonum's, which parallelises itself.
 package kernels

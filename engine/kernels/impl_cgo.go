@@ -10,7 +10,12 @@ package kernels
 */
 import "C"
 
-import "unsafe"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
 
 // With cgo the kernels are the C code in kernels.c (one cgo call per
 // goroutine's range) and Sgemm is OpenBLAS.
@@ -21,26 +26,160 @@ const Backend = "c"
 
 // Sgemm computes the row-major C = alpha·op(A)·op(B) + beta·C with op(A)
 // m×k and op(B) k×n; op transposes when transA/transB is set. lda, ldb and
-// ldc are the row strides of A, B and C as stored. It runs on OpenBLAS's
-// threads (all cores unless SetBLASThreads says otherwise).
+// ldc are the row strides of A, B and C as stored.
+//
+// OpenBLAS runs single-threaded and Sgemm splits the product over this
+// package's workers itself (see the package documentation), along m, n or k
+// — whichever makes each worker read the least memory; a k split sums the
+// workers' partial products.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
-	ta, tb := uint32(C.CblasNoTrans), uint32(C.CblasNoTrans)
-	if transA {
-		ta = C.CblasTrans
+	initBLAS()
+	g := gemmArgs{transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	p := runtime.GOMAXPROCS(0)
+	if blasThreads.Load() > 1 || p == 1 || float64(m)*float64(n)*float64(k) < gemmSerialMACs {
+		g.call()
+		return
 	}
-	if transB {
-		tb = C.CblasTrans
+	// Elements each worker reads (and, for a k split, the partial sums it
+	// writes) for each way of splitting.
+	fm, fn, fk, fp := float64(m), float64(n), float64(k), float64(p)
+	costM := fm*fk/fp + fk*fn
+	costN := fm*fk + fk*fn/fp
+	costK := (fm*fk+fk*fn)/fp + 2*fm*fn
+	j := gemmJobs.get()
+	j.g = g
+	switch {
+	case costK < costM && costK < costN && k >= 2*p:
+		j.dim = 'k'
+		grain := (k + p - 1) / p
+		nc := numChunks(k, grain)
+		part := getScratch((nc - 1) * m * n)
+		j.part = *part
+		parallelRun(k, grain, j)
+		for c := 1; c < nc; c++ {
+			pc := j.part[(c-1)*m*n : c*m*n]
+			for i := 0; i < m; i++ {
+				Axpy(1, pc[i*n:(i+1)*n], g.c[i*ldc:i*ldc+n])
+			}
+		}
+		putScratch(part)
+	case costN < costM:
+		j.dim = 'n'
+		parallelRun(n, (n+p-1)/p, j)
+	default:
+		j.dim = 'm'
+		parallelRun(m, (m+p-1)/p, j)
 	}
-	C.cblas_sgemm(C.CblasRowMajor, ta, tb, C.blasint(m), C.blasint(n), C.blasint(k), C.float(alpha),
-		fp(a), C.blasint(lda), fp(b), C.blasint(ldb), C.float(beta), fp(c), C.blasint(ldc))
+	gemmJobs.put(j)
 }
 
-// SetBLASThreads sets the number of threads OpenBLAS uses for Sgemm.
-func SetBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
+// gemmSerialMACs is the product size below which Sgemm does not split: the
+// hand-off costs about as much as 2^17 multiply-adds on one core.
+const gemmSerialMACs = 1 << 18
+
+type gemmArgs struct {
+	transA, transB bool
+	m, n, k        int
+	alpha          float32
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	beta           float32
+	c              []float32
+	ldc            int
+}
+
+// call runs the product on the calling thread (one cgo call).
+func (g *gemmArgs) call() {
+	if g.m == 0 || g.n == 0 {
+		return
+	}
+	ta, tb := uint32(C.CblasNoTrans), uint32(C.CblasNoTrans)
+	if g.transA {
+		ta = C.CblasTrans
+	}
+	if g.transB {
+		tb = C.CblasTrans
+	}
+	C.cblas_sgemm(C.CblasRowMajor, ta, tb, C.blasint(g.m), C.blasint(g.n), C.blasint(g.k), C.float(g.alpha),
+		fp(g.a), C.blasint(g.lda), fp(g.b), C.blasint(g.ldb), C.float(g.beta), fp(g.c), C.blasint(g.ldc))
+}
+
+type gemmJob struct {
+	g    gemmArgs
+	dim  byte
+	part []float32
+}
+
+func (j *gemmJob) run(chunk, lo, hi int) {
+	g := j.g
+	switch j.dim {
+	case 'm': // rows of op(A) and C
+		if g.transA {
+			g.a = g.a[lo:]
+		} else {
+			g.a = g.a[lo*g.lda:]
+		}
+		g.c, g.m = g.c[lo*g.ldc:], hi-lo
+	case 'n': // columns of op(B) and C
+		if g.transB {
+			g.b = g.b[lo*g.ldb:]
+		} else {
+			g.b = g.b[lo:]
+		}
+		g.c, g.n = g.c[lo:], hi-lo
+	case 'k': // the reduction: chunk 0 updates C, the others write partials
+		if g.transA {
+			g.a = g.a[lo*g.lda:]
+		} else {
+			g.a = g.a[lo:]
+		}
+		if g.transB {
+			g.b = g.b[lo:]
+		} else {
+			g.b = g.b[lo*g.ldb:]
+		}
+		g.k = hi - lo
+		if chunk > 0 {
+			g.c, g.ldc, g.beta = j.part[(chunk-1)*g.m*g.n:chunk*g.m*g.n], g.n, 0
+		}
+	}
+	g.call()
+}
+
+var gemmJobs jobPool[gemmJob]
+
+var (
+	blasOnce    sync.Once
+	blasThreads atomic.Int32
+)
+
+// initBLAS makes OpenBLAS single-threaded unless SetBLASThreads chose
+// otherwise.
+func initBLAS() {
+	blasOnce.Do(func() {
+		if blasThreads.Load() == 0 {
+			blasThreads.Store(1)
+			C.openblas_set_num_threads(1)
+		}
+	})
+}
+
+// SetBLASThreads lets OpenBLAS use n threads itself; Sgemm then no longer
+// splits products over this package's workers. The default, 1, leaves all
+// parallelism to this package (no OpenBLAS worker threads spinning while
+// the other kernels run).
+func SetBLASThreads(n int) {
+	n = max(n, 1)
+	blasOnce.Do(func() {})
+	blasThreads.Store(int32(n))
+	C.openblas_set_num_threads(C.int(n))
+}
 
 // fp passes a slice to C; nil stays NULL.
 func fp(s []float32) *C.float {

@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 )
@@ -201,7 +203,18 @@ func TestElementwise(t *testing.T) {
 
 func TestSgemm(t *testing.T) {
 	r := newRNG(27)
-	const m, n, k = 37, 29, 45
+	// Small (one call), and shapes that the cgo Sgemm splits along m, n
+	// and k respectively.
+	for _, sh := range [][3]int{{37, 29, 45}, {600, 64, 64}, {8, 2000, 64}, {16, 32, 4000}} {
+		testSgemmShape(t, r, sh[0], sh[1], sh[2])
+	}
+	// OpenBLAS's own threading instead of the package's split.
+	SetBLASThreads(2)
+	testSgemmShape(t, r, 600, 64, 64)
+	SetBLASThreads(1)
+}
+
+func testSgemmShape(t *testing.T, r *rand.Rand, m, n, k int) {
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
 			ar, ac := m, k
@@ -237,9 +250,12 @@ func TestSgemm(t *testing.T) {
 			}
 			c32 := to32(c)
 			Sgemm(ta, tb, m, n, k, 1.5, to32(a), lda, to32(b), ldb, -0.5, c32, ldc)
-			// Dot products of k = 45 terms of size ~1: error ≲ k·u·√k ≈ 2e-5
-			// absolute against results of size ~√k ≈ 7.
-			checkClose(t, "C", c32, want, 1e-5, math.Sqrt(k))
+			// Dot products of k unit-variance terms have size ~√k; the
+			// rounding errors of the partial sums (size ~√i) add up like a
+			// random walk to ≈ u·k/√2 = 1.7e-4 for k = 4000 (less with
+			// OpenBLAS's split accumulators), against a tolerance of
+			// 1e-5·(√k + |c|) ≥ 6e-4.
+			checkClose(t, fmt.Sprintf("C(%d×%d×%d, %v, %v)", m, n, k, ta, tb), c32, want, 1e-5, math.Sqrt(float64(k)))
 		}
 	}
 }

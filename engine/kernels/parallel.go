@@ -96,9 +96,6 @@ func (f funcRunner) run(_, lo, hi int) { f(lo, hi) }
 // returning when all are done. It runs body(0, n) inline when n < 2 or
 // GOMAXPROCS is 1. Only the closure passed in may allocate; the scheduling
 // itself reuses persistent workers. Calls may be nested.
-//
-// Do not call Sgemm inside body: OpenBLAS already uses all cores (see the
-// package documentation on threading).
 func ParallelFor(n int, body func(lo, hi int)) {
 	parallelRun(n, 1, funcRunner(body))
 }
