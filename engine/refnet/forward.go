@@ -107,7 +107,7 @@ func (n *Net) conditioning(g *engine.Graph, dec *decoder, u *engine.Tensor) []*e
 	d := n.cfg.Dim
 	e := g.FourierFeatures(u, dec.fourier, d)
 	hid := g.LinearGELU(e, dec.ctxW, dec.ctxB) // [N, 2·layers·2D]
-	mods := dec.mods[:0] // reused across passes: no allocation per step
+	mods := dec.mods[:0]                       // reused across passes: no allocation per step
 	for i := range dec.blocks {
 		blk := &dec.blocks[i]
 		h1 := g.Slice(hid, -1, (2*i)*2*d, (2*i+1)*2*d)

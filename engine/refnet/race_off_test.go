@@ -1,0 +1,5 @@
+//go:build !race
+
+package refnet
+
+const raceEnabled = false
