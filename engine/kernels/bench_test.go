@@ -288,12 +288,17 @@ func BenchmarkSgemmThenGELU(b *testing.B) {
 		}
 		reportCPU(b, c0)
 	})
-	b.Run("both", func(b *testing.B) {
-		c0 := cpuStart()
-		for b.Loop() {
-			Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
-			GELUForward(y, z)
-		}
-		reportCPU(b, c0)
-	})
+	for _, threads := range []int{1, 2} {
+		// threads 1: the package's own split (default); 2: OpenBLAS threads.
+		b.Run(fmt.Sprintf("both_blasthreads%d", threads), func(b *testing.B) {
+			SetBLASThreads(threads)
+			defer SetBLASThreads(1)
+			c0 := cpuStart()
+			for b.Loop() {
+				Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
+				GELUForward(y, z)
+			}
+			reportCPU(b, c0)
+		})
+	}
 }

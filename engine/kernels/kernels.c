@@ -315,7 +315,13 @@ void pk_scale(float alpha, float *x, long n) {
 // gcc fully unrolls 16-iteration loops before vectorising and then often
 // fails to re-vectorise them (perf showed 16 scalar vfmadd231ss per key), so
 // the hot attention loops use explicit 16-wide vectors.
-typedef float pk_v16 __attribute__((vector_size(64), aligned(4), may_alias));
+// (GCC lets vector types alias their element type, so no may_alias is
+// needed; may_alias kept the accumulator arrays in memory.)
+typedef float pk_v16 __attribute__((vector_size(64), aligned(4)));
+// Head widths up to 16·PK_MAXV take the vector paths; arrays of pk_v16 have
+// this fixed size (not Dh/16: variable-length arrays stay on the stack).
+#define PK_MAXV 4
+#define PK_VEC(dh) ((dh) % 16 == 0 && (dh) <= 16 * PK_MAXV)
 #define PK_LD(p) (*(const pk_v16 *)(p))
 #define PK_ST(p, v) (*(pk_v16 *)(p) = (v))
 
@@ -514,9 +520,9 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			const float sum = pk_softmax_row(sc, jlo, jhi, a);
 			const float inv = 1.0f / sum;
 			for (long j = jlo; j < jhi; j++) p[j] = sc[j] * inv;
-			if (dh % 16 == 0) {
+			if (PK_VEC(dh)) {
 				// Four accumulators over j for latency (see pk_scores).
-				pk_v16 acc[4][dh / 16];
+				pk_v16 acc[4][PK_MAXV];
 				for (long c = 0; c < dh / 16; c++) acc[0][c] = acc[1][c] = acc[2][c] = acc[3][c] = (pk_v16){0};
 				long j = jlo;
 				const long ldv = s->ldv;
@@ -557,6 +563,13 @@ void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 	}
 }
 
+// The backward runs in two phases per (batch, head). Phase 1, per query i:
+// ds_ij = p_ij (dout_i·v_j − dout_i·out_i)·scale into a [Tq][ldt] matrix and
+// dq_i += Σ_j ds_ij k_j. Phase 2, per key j: dk_j += Σ_i ds_ij q_i and
+// dv_j += Σ_i p_ij dout_i over the queries that see j, accumulated in
+// registers and added to the strided outputs once. (A single pass updating
+// dk_j, dv_j in memory for every (i, j) was load/store bound: perf showed
+// 20 % of the time on the read-modify-write and 11 % on the final adds.)
 PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
 	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
 	float *dq, float *dk, float *dv, long lo, long hi, const long dh) {
@@ -564,8 +577,10 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
 	const int transposed = Tq >= 4;
 	float *vt = transposed ? pk_alloc(dh * ldt) : NULL;
-	float *ds = pk_alloc(ldt);
-	float *dkl = pk_alloc(2 * Tk * dh), *dvl = dkl + Tk * dh;
+	float *dsm = pk_alloc(Tq * ldt);
+	long *rng = malloc(2 * (Tq + Tk) * sizeof(long)); // row spans, then column spans
+	if (!rng) abort();
+	long *rlo = rng, *rhi = rng + Tq, *clo = rng + 2 * Tq, *chi = rng + 2 * Tq + Tk;
 	if (vt) memset(vt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (long bh = lo; bh < hi; bh++) {
@@ -575,73 +590,108 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		const float *V = v + b * Tk * s->ldv + h * dh;
 		const float *O = out + b * Tq * s->ldo + h * dh;
 		const float *dO = dout + b * Tq * s->ldo + h * dh;
+		const float *P = probs + bh * Tq * Tk;
 		float *dQ = dq + b * Tq * s->ldq + h * dh;
 		if (transposed) pk_transpose(V, s->ldv, Tk, dh, vt, ldt);
-		memset(dkl, 0, 2 * Tk * dh * sizeof(float));
-		long kmin = Tk, kmax = 0; // span of keys touched, to limit the final adds
+		for (long j = 0; j < Tk; j++) {
+			clo[j] = Tq;
+			chi[j] = 0;
+		}
+		// Phase 1.
 		for (long i = 0; i < Tq; i++) {
 			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
 			long jlo, jhi;
 			pk_mask_range(a, Tk, &jlo, &jhi);
+			rlo[i] = jlo;
+			rhi[i] = jhi;
 			if (jlo >= jhi) continue;
-			kmin = jlo < kmin ? jlo : kmin;
-			kmax = jhi > kmax ? jhi : kmax;
-			const float *p = probs + (bh * Tq + i) * Tk;
-			const float *doi = dO + i * s->ldo, *oi = O + i * s->ldo, *qi = Q + i * s->ldq;
+			const float *p = P + i * Tk;
+			const float *doi = dO + i * s->ldo, *oi = O + i * s->ldo;
+			float *ds = dsm + i * ldt;
 			float delta = 0; // Σ_j p_j dp_j = dout·out
 #pragma omp simd reduction(+ : delta)
 			for (long d = 0; d < dh; d++) delta += doi[d] * oi[d];
-			// ds_j = p_j (dout·v_j − delta)·scale
 			if (transposed)
 				pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
 			else
 				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
 			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
 			float *dqi = dQ + i * s->ldq;
-			if (dh % 16 == 0) {
-				pk_v16 acc[dh / 16], qv[dh / 16], dov[dh / 16];
-				for (long c = 0; c < dh / 16; c++) {
-					acc[c] = (pk_v16){0};
-					qv[c] = PK_LD(qi + 16 * c);
-					dov[c] = PK_LD(doi + 16 * c);
-				}
-				for (long j = jlo; j < jhi; j++) {
-					const float dsj = ds[j], pj = p[j];
+			if (PK_VEC(dh)) {
+				pk_v16 a0[PK_MAXV], a1[PK_MAXV];
+				for (long c = 0; c < dh / 16; c++) a0[c] = a1[c] = (pk_v16){0};
+				long j = jlo;
+				for (; j + 2 <= jhi; j += 2) {
 					const float *kj = K + j * s->ldk;
-					float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
 					for (long c = 0; c < dh / 16; c++) {
-						acc[c] += dsj * PK_LD(kj + 16 * c);
-						PK_ST(dkj + 16 * c, PK_LD(dkj + 16 * c) + dsj * qv[c]);
-						PK_ST(dvj + 16 * c, PK_LD(dvj + 16 * c) + pj * dov[c]);
+						a0[c] += ds[j] * PK_LD(kj + 16 * c);
+						a1[c] += ds[j + 1] * PK_LD(kj + s->ldk + 16 * c);
 					}
 				}
-				for (long c = 0; c < dh / 16; c++) PK_ST(dqi + 16 * c, PK_LD(dqi + 16 * c) + acc[c]);
+				if (j < jhi)
+					for (long c = 0; c < dh / 16; c++) a0[c] += ds[j] * PK_LD(K + j * s->ldk + 16 * c);
+				for (long c = 0; c < dh / 16; c++) PK_ST(dqi + 16 * c, PK_LD(dqi + 16 * c) + (a0[c] + a1[c]));
 			} else {
-				for (long j = jlo; j < jhi; j++) {
-					const float dsj = ds[j], pj = p[j];
-					const float *kj = K + j * s->ldk;
-					float *dkj = dkl + j * dh, *dvj = dvl + j * dh;
-					for (long d = 0; d < dh; d++) {
-						dqi[d] += dsj * kj[d];
-						dkj[d] += dsj * qi[d];
-						dvj[d] += pj * doi[d];
+				for (long j = jlo; j < jhi; j++)
+					for (long d = 0; d < dh; d++) dqi[d] += ds[j] * K[j * s->ldk + d];
+			}
+			for (long j = jlo; j < jhi; j++) {
+				clo[j] = i < clo[j] ? i : clo[j];
+				chi[j] = i + 1;
+			}
+		}
+		// Phase 2. Entries (i, j) inside [clo_j, chi_j) but outside row i's
+		// span were not written in phase 1 and are skipped.
+		long j = 0;
+		if (PK_VEC(dh)) {
+			// Two keys at a time: four independent FMA chains.
+			for (; j + 2 <= Tk; j += 2) {
+				const long i0 = clo[j] < clo[j + 1] ? clo[j] : clo[j + 1];
+				const long i1 = chi[j] > chi[j + 1] ? chi[j] : chi[j + 1];
+				if (i0 >= i1) continue;
+				pk_v16 ak0[PK_MAXV], av0[PK_MAXV], ak1[PK_MAXV], av1[PK_MAXV];
+				for (long c = 0; c < dh / 16; c++) ak0[c] = av0[c] = ak1[c] = av1[c] = (pk_v16){0};
+				for (long i = i0; i < i1; i++) {
+					// Outside row i's span ds and p were not written: use 0.
+					const int in0 = j >= rlo[i] && j < rhi[i], in1 = j + 1 >= rlo[i] && j + 1 < rhi[i];
+					const float ds0 = in0 ? dsm[i * ldt + j] : 0.0f, p0 = in0 ? P[i * Tk + j] : 0.0f;
+					const float ds1 = in1 ? dsm[i * ldt + j + 1] : 0.0f, p1 = in1 ? P[i * Tk + j + 1] : 0.0f;
+					const float *qi = Q + i * s->ldq, *doi = dO + i * s->ldo;
+					for (long c = 0; c < dh / 16; c++) {
+						const pk_v16 qv = PK_LD(qi + 16 * c), dv = PK_LD(doi + 16 * c);
+						ak0[c] += ds0 * qv;
+						av0[c] += p0 * dv;
+						ak1[c] += ds1 * qv;
+						av1[c] += p1 * dv;
 					}
+				}
+				float *dkj = dk + (b * Tk + j) * s->ldk + h * dh, *dvj = dv + (b * Tk + j) * s->ldv + h * dh;
+				for (long c = 0; c < dh / 16; c++) {
+					PK_ST(dkj + 16 * c, PK_LD(dkj + 16 * c) + ak0[c]);
+					PK_ST(dvj + 16 * c, PK_LD(dvj + 16 * c) + av0[c]);
+					PK_ST(dkj + s->ldk + 16 * c, PK_LD(dkj + s->ldk + 16 * c) + ak1[c]);
+					PK_ST(dvj + s->ldv + 16 * c, PK_LD(dvj + s->ldv + 16 * c) + av1[c]);
 				}
 			}
 		}
-		float *dK = dk + b * Tk * s->ldk + h * dh, *dV = dv + b * Tk * s->ldv + h * dh;
-		for (long j = kmin; j < kmax; j++) {
-			float *dkj = dK + j * s->ldk, *dvj = dV + j * s->ldv;
-			const float *dklj = dkl + j * dh, *dvlj = dvl + j * dh;
-			for (long d = 0; d < dh; d++) {
-				dkj[d] += dklj[d];
-				dvj[d] += dvlj[d];
+		for (; j < Tk; j++) {
+			if (clo[j] >= chi[j]) continue;
+			float *dkj = dk + (b * Tk + j) * s->ldk + h * dh;
+			float *dvj = dv + (b * Tk + j) * s->ldv + h * dh;
+			for (long i = clo[j]; i < chi[j]; i++) {
+				if (j < rlo[i] || j >= rhi[i]) continue;
+				const float dsij = dsm[i * ldt + j], pij = P[i * Tk + j];
+				const float *qi = Q + i * s->ldq, *doi = dO + i * s->ldo;
+				for (long d = 0; d < dh; d++) {
+					dkj[d] += dsij * qi[d];
+					dvj[d] += pij * doi[d];
+				}
 			}
 		}
 	}
 	free(vt);
-	free(ds);
-	free(dkl);
+	free(dsm);
+	free(rng);
 }
 
 void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
