@@ -127,7 +127,7 @@ func TestForwardClosedForm(t *testing.T) {
 func TestLogLikelihoodValue(t *testing.T) {
 	f, _ := New(50)
 	d := GridDesign()
-	n := f.k + 6 // NoiseSigmoid
+	n := f.k + 6                // NoiseSigmoid
 	mask := maskOf(f, 1, 11, n) // Quadratic, GaussianBump, NoiseSigmoid
 	theta, err := f.Latent(family.Params{Components: map[int]map[string]float64{
 		1: paramsFor(-0.37), 11: paramsFor(8.8, 2.9), n: paramsFor(3.1, 0.55, 4.4)}}, mask)
