@@ -3,6 +3,7 @@ package kernels
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // runner is a unit of parallel work over an index range. Kernels implement it
@@ -15,52 +16,67 @@ type runner interface {
 	run(chunk, lo, hi int)
 }
 
-type task struct {
-	r             runner
-	chunk, lo, hi int
-	wg            *sync.WaitGroup
+// batch is one parallelRun call: its pieces are claimed dynamically from
+// next by the calling goroutine and by any worker that joins, so a worker
+// that starts late (or a core that is busy with another process) simply
+// takes fewer pieces instead of delaying the whole call.
+type batch struct {
+	r    runner
+	n, p int
+	next atomic.Int64
+	wg   sync.WaitGroup
+}
+
+func (b *batch) work() {
+	for {
+		c := int(b.next.Add(1) - 1)
+		if c >= b.p {
+			return
+		}
+		b.r.run(c, c*b.n/b.p, (c+1)*b.n/b.p)
+	}
 }
 
 var (
-	poolOnce sync.Once
-	taskCh   chan task
-	wgPool   = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
+	poolOnce  sync.Once
+	nWorkers  int
+	batchCh   chan *batch
+	batchPool = sync.Pool{New: func() any { return new(batch) }}
 )
 
 // startWorkers starts NumCPU-1 persistent worker goroutines; the calling
-// goroutine always processes the first chunk itself.
+// goroutine always works on its own calls too.
 func startWorkers() {
-	taskCh = make(chan task) // unbuffered: a send succeeds only if a worker is idle
-	for i := 1; i < runtime.NumCPU(); i++ {
+	batchCh = make(chan *batch) // unbuffered: a send succeeds only if a worker is idle
+	nWorkers = runtime.NumCPU() - 1
+	for i := 0; i < nWorkers; i++ {
 		go func() {
-			for t := range taskCh {
-				t.r.run(t.chunk, t.lo, t.hi)
-				t.wg.Done()
+			for b := range batchCh {
+				b.work()
+				b.wg.Done()
 			}
 		}()
 	}
 }
 
+// chunksPerProc is how many pieces per core the kernels cut their work into,
+// for load balance when a core is shared with other processes.
+const chunksPerProc = 4
+
 // numChunks returns how many pieces parallelRun splits n items into when each
 // piece should hold at least grain items.
 func numChunks(n, grain int) int {
-	if grain < 1 {
-		grain = 1
+	procs := runtime.GOMAXPROCS(0)
+	if procs == 1 {
+		return 1
 	}
-	p := runtime.GOMAXPROCS(0)
-	if c := n / grain; c < p {
-		p = c
-	}
-	if p < 1 {
-		p = 1
-	}
-	return p
+	return max(1, min(chunksPerProc*procs, n/max(grain, 1)))
 }
 
 // parallelRun splits [0, n) into numChunks(n, grain) contiguous pieces and
-// runs them concurrently, the first on the calling goroutine. A piece that
-// cannot be handed to an idle worker (all busy, e.g. nested calls) runs
-// inline, so nesting never deadlocks.
+// processes them on the calling goroutine and on whichever workers are idle.
+// Nested calls never deadlock: a call that finds no idle worker does all the
+// work itself.
 func parallelRun(n, grain int, r runner) {
 	if n <= 0 {
 		return
@@ -71,20 +87,33 @@ func parallelRun(n, grain int, r runner) {
 		return
 	}
 	poolOnce.Do(startWorkers)
-	wg := wgPool.Get().(*sync.WaitGroup)
-	for c := 1; c < p; c++ {
-		lo, hi := c*n/p, (c+1)*n/p
-		wg.Add(1)
-		select {
-		case taskCh <- task{r: r, chunk: c, lo: lo, hi: hi, wg: wg}:
-		default:
-			wg.Done()
-			r.run(c, lo, hi)
+	b := batchPool.Get().(*batch)
+	b.r, b.n, b.p = r, n, p
+	b.next.Store(0)
+	want := min(nWorkers, p-1)
+	for engaged := 0; ; {
+		// Hand the batch to idle workers, retrying between pieces so that a
+		// worker that was just finishing its previous batch still joins.
+		for engaged < want {
+			b.wg.Add(1)
+			select {
+			case batchCh <- b:
+				engaged++
+				continue
+			default:
+				b.wg.Done()
+			}
+			break
 		}
+		c := int(b.next.Add(1) - 1)
+		if c >= p {
+			break
+		}
+		r.run(c, c*n/p, (c+1)*n/p)
 	}
-	r.run(0, 0, n/p)
-	wg.Wait()
-	wgPool.Put(wg)
+	b.wg.Wait()
+	b.r = nil
+	batchPool.Put(b)
 }
 
 type funcRunner func(lo, hi int)
@@ -92,17 +121,20 @@ type funcRunner func(lo, hi int)
 func (f funcRunner) run(_, lo, hi int) { f(lo, hi) }
 
 // ParallelFor splits [0, n) into at most GOMAXPROCS contiguous ranges and
-// calls body on each concurrently (the first range on the calling goroutine),
-// returning when all are done. It runs body(0, n) inline when n < 2 or
-// GOMAXPROCS is 1. Only the closure passed in may allocate; the scheduling
-// itself reuses persistent workers. Calls may be nested.
+// calls body on each, concurrently on the calling goroutine and the
+// package's persistent workers, returning when all are done. It runs
+// body(0, n) inline when n < 2 or GOMAXPROCS is 1. Only the closure passed
+// in may allocate; the scheduling itself allocates nothing. Calls may be
+// nested (also around Sgemm): inner calls run inline when no worker is idle.
 func ParallelFor(n int, body func(lo, hi int)) {
-	parallelRun(n, 1, funcRunner(body))
+	procs := runtime.GOMAXPROCS(0)
+	parallelRun(n, (n+procs-1)/procs, funcRunner(body))
 }
 
-// ParallelForGrain is ParallelFor with ranges of at least grain items, so
-// that cheap bodies over small n run inline instead of paying for the
-// hand-off (about a microsecond).
+// ParallelForGrain is ParallelFor with ranges of at least grain items (and
+// up to 4·GOMAXPROCS of them), so that cheap bodies over small n run inline
+// instead of paying for the hand-off (about a microsecond), and large ones
+// balance their load over the cores.
 func ParallelForGrain(n, grain int, body func(lo, hi int)) {
 	parallelRun(n, grain, funcRunner(body))
 }
