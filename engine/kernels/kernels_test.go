@@ -248,6 +248,15 @@ func testSgemmShape(t *testing.T, r *rand.Rand, m, n, k int) {
 					want[i*ldc+j] = 1.5*s - 0.5*c[i*ldc+j]
 				}
 			}
+			// SgemmRef sums in the same order as the loop above: equal up
+			// to the last bits of the final alpha/beta combination.
+			c64 := clone64(c)
+			SgemmRef(ta, tb, m, n, k, 1.5, a, lda, b, ldb, -0.5, c64, ldc)
+			for i := range want {
+				if math.Abs(c64[i]-want[i]) > 1e-12*math.Sqrt(float64(k)) {
+					t.Fatalf("SgemmRef[%d] = %g, want %g", i, c64[i], want[i])
+				}
+			}
 			c32 := to32(c)
 			Sgemm(ta, tb, m, n, k, 1.5, to32(a), lda, to32(b), ldb, -0.5, c32, ldc)
 			// Dot products of k unit-variance terms have size ~√k; the

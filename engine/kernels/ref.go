@@ -9,14 +9,12 @@ import "math"
 // works on a range of rows (or (batch, head) pairs) so that parallel callers
 // can split the work without further copies.
 
-type float interface{ ~float32 | ~float64 }
-
-func sqrtT[T float](x T) T { return T(math.Sqrt(float64(x))) }
-func expT[T float](x T) T  { return T(math.Exp(float64(x))) }
-func tanhT[T float](x T) T { return T(math.Tanh(float64(x))) }
+func sqrtT[T Float](x T) T { return T(math.Sqrt(float64(x))) }
+func expT[T Float](x T) T  { return T(math.Exp(float64(x))) }
+func tanhT[T Float](x T) T { return T(math.Tanh(float64(x))) }
 
 // addBiasRef adds bias to rows [lo, hi) of the rows×n matrix y.
-func addBiasRef[T float](y []T, lo, hi, n int, bias []T) {
+func addBiasRef[T Float](y []T, lo, hi, n int, bias []T) {
 	for r := lo; r < hi; r++ {
 		row := y[r*n : (r+1)*n]
 		for j, b := range bias[:n] {
@@ -26,7 +24,7 @@ func addBiasRef[T float](y []T, lo, hi, n int, bias []T) {
 }
 
 // biasGradRef accumulates the column sums of rows [lo, hi) of dy into dbias.
-func biasGradRef[T float](dy []T, lo, hi, n int, dbias []T) {
+func biasGradRef[T Float](dy []T, lo, hi, n int, dbias []T) {
 	for r := lo; r < hi; r++ {
 		row := dy[r*n : (r+1)*n]
 		for j, v := range row {
@@ -36,7 +34,7 @@ func biasGradRef[T float](dy []T, lo, hi, n int, dbias []T) {
 }
 
 // layerNormFwdRef normalises rows [lo, hi). mean and rstd may be nil.
-func layerNormFwdRef[T float](x []T, lo, hi, dim int, gamma, beta []T, eps T, y, mean, rstd []T) {
+func layerNormFwdRef[T Float](x []T, lo, hi, dim int, gamma, beta []T, eps T, y, mean, rstd []T) {
 	for r := lo; r < hi; r++ {
 		xr := x[r*dim : (r+1)*dim]
 		yr := y[r*dim : (r+1)*dim]
@@ -73,7 +71,7 @@ func layerNormFwdRef[T float](x []T, lo, hi, dim int, gamma, beta []T, eps T, y,
 
 // layerNormBwdRef accumulates dx (if non-nil) for rows [lo, hi) and, when non-nil, the
 // parameter gradients of those rows into dgamma and dbeta.
-func layerNormBwdRef[T float](dy, x, mean, rstd, gamma []T, lo, hi, dim int, dx, dgamma, dbeta []T) {
+func layerNormBwdRef[T Float](dy, x, mean, rstd, gamma []T, lo, hi, dim int, dx, dgamma, dbeta []T) {
 	for r := lo; r < hi; r++ {
 		dyr := dy[r*dim : (r+1)*dim]
 		xr := x[r*dim : (r+1)*dim]
@@ -113,7 +111,7 @@ func layerNormBwdRef[T float](dy, x, mean, rstd, gamma []T, lo, hi, dim int, dx,
 }
 
 // modulateFwdRef computes y = h·(1+s) + c for batches [lo, hi).
-func modulateFwdRef[T float](h, s, c []T, lo, hi, t, d int, y []T) {
+func modulateFwdRef[T Float](h, s, c []T, lo, hi, t, d int, y []T) {
 	for b := lo; b < hi; b++ {
 		sb, cb := s[b*d:(b+1)*d], c[b*d:(b+1)*d]
 		for i := b * t; i < (b+1)*t; i++ {
@@ -126,7 +124,7 @@ func modulateFwdRef[T float](h, s, c []T, lo, hi, t, d int, y []T) {
 }
 
 // modulateBwdRef accumulates dh, ds, dc (each may be nil) for batches [lo, hi).
-func modulateBwdRef[T float](dy, h, s []T, lo, hi, t, d int, dh, ds, dc []T) {
+func modulateBwdRef[T Float](dy, h, s []T, lo, hi, t, d int, dh, ds, dc []T) {
 	for b := lo; b < hi; b++ {
 		sb := s[b*d : (b+1)*d]
 		for i := b * t; i < (b+1)*t; i++ {
@@ -148,14 +146,14 @@ func modulateBwdRef[T float](dy, h, s []T, lo, hi, t, d int, dh, ds, dc []T) {
 
 // layerNormModFwdRef is LayerNorm (γ, β) followed by modulation with s, c
 // over batches [lo, hi); x is [B, t, d], mean and rstd [B·t] (may be nil).
-func layerNormModFwdRef[T float](x []T, lo, hi, t, d int, gamma, beta, s, c []T, eps T, y, mean, rstd []T) {
+func layerNormModFwdRef[T Float](x []T, lo, hi, t, d int, gamma, beta, s, c []T, eps T, y, mean, rstd []T) {
 	layerNormFwdRef(x, lo*t, hi*t, d, gamma, beta, eps, y, mean, rstd)
 	modulateFwdRef(y, s, c, lo, hi, t, d, y)
 }
 
 // layerNormModBwdRef is the backward of layerNormModFwdRef for batches
 // [lo, hi). It needs scratch of 2·d elements.
-func layerNormModBwdRef[T float](dy, x, mean, rstd, gamma, beta, s []T, lo, hi, t, d int, dx, dgamma, dbeta, ds, dc []T, scratch []T) {
+func layerNormModBwdRef[T Float](dy, x, mean, rstd, gamma, beta, s []T, lo, hi, t, d int, dx, dgamma, dbeta, ds, dc []T, scratch []T) {
 	ln, dln := scratch[:d], scratch[d:2*d]
 	for b := lo; b < hi; b++ {
 		sb := s[b*d : (b+1)*d]
@@ -199,14 +197,14 @@ const (
 )
 
 // geluFwdRef is the tanh approximation 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))).
-func geluFwdRef[T float](x, y []T) {
+func geluFwdRef[T Float](x, y []T) {
 	for i, v := range x {
 		y[i] = 0.5 * v * (1 + tanhT(T(geluC0)*(v+T(geluC1)*v*v*v)))
 	}
 }
 
 // geluGrad is d/dx of the tanh-approximated GELU.
-func geluGrad[T float](v T) T {
+func geluGrad[T Float](v T) T {
 	u := T(geluC0) * (v + T(geluC1)*v*v*v)
 	th := tanhT(u)
 	du := T(geluC0) * (1 + 3*T(geluC1)*v*v)
@@ -214,14 +212,14 @@ func geluGrad[T float](v T) T {
 }
 
 // geluBwdRef accumulates dx += dy·gelu'(x).
-func geluBwdRef[T float](dy, x, dx []T) {
+func geluBwdRef[T Float](dy, x, dx []T) {
 	for i, v := range x {
 		dx[i] += dy[i] * geluGrad(v)
 	}
 }
 
 // biasGELUFwdRef adds bias to rows [lo, hi) of z in place and writes y = gelu(z).
-func biasGELUFwdRef[T float](z []T, lo, hi, n int, bias, y []T) {
+func biasGELUFwdRef[T Float](z []T, lo, hi, n int, bias, y []T) {
 	if bias != nil {
 		addBiasRef(z, lo, hi, n, bias)
 	}
@@ -230,7 +228,7 @@ func biasGELUFwdRef[T float](z []T, lo, hi, n int, bias, y []T) {
 
 // biasGELUBwdRef accumulates dz += dy·gelu'(z) and dbias += column sums of it
 // for rows [lo, hi).
-func biasGELUBwdRef[T float](dy, z []T, lo, hi, n int, dz, dbias []T) {
+func biasGELUBwdRef[T Float](dy, z []T, lo, hi, n int, dz, dbias []T) {
 	for r := lo; r < hi; r++ {
 		for j := 0; j < n; j++ {
 			g := dy[r*n+j] * geluGrad(z[r*n+j])
@@ -252,7 +250,7 @@ func (m Mask) allowed(b, i, j, tk int) bool {
 // attnFwdRef computes attention for the (batch, head) pairs [lo, hi),
 // indexed b·H + h. probs is the full [B, H, Tq, Tk] buffer; when it is nil
 // the probabilities of one row at a time go to scratch (Tk elements).
-func attnFwdRef[T float](s AttnShape, q, k, v []T, m Mask, out, probs []T, lo, hi int, scratch []T) {
+func attnFwdRef[T Float](s AttnShape, q, k, v []T, m Mask, out, probs []T, lo, hi int, scratch []T) {
 	scale := 1 / sqrtT(T(s.Dh))
 	for bh := lo; bh < hi; bh++ {
 		b, h := bh/s.H, bh%s.H
@@ -307,7 +305,7 @@ func attnFwdRef[T float](s AttnShape, q, k, v []T, m Mask, out, probs []T, lo, h
 }
 
 // attnBwdRef accumulates dq, dk, dv for the (batch, head) pairs [lo, hi).
-func attnBwdRef[T float](s AttnShape, q, k, v, probs, out, dout []T, lo, hi int, dq, dk, dv []T) {
+func attnBwdRef[T Float](s AttnShape, q, k, v, probs, out, dout []T, lo, hi int, dq, dk, dv []T) {
 	scale := 1 / sqrtT(T(s.Dh))
 	for bh := lo; bh < hi; bh++ {
 		b, h := bh/s.H, bh%s.H
