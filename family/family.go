@@ -152,6 +152,17 @@ type DesignSampler interface {
 	SampleDesign(r *rand.Rand) Design
 }
 
+// DesignSamplerInto is implemented by design samplers that can write a
+// design's covariates into a caller-owned buffer, so that batched simulation
+// draws random protocols without allocating.
+type DesignSamplerInto interface {
+	DesignSampler
+	// CovLen is the buffer length SampleDesignInto needs.
+	CovLen() int
+	// SampleDesignInto is SampleDesign with Cov stored in buf[:CovLen()].
+	SampleDesignInto(r *rand.Rand, buf []float64) Design
+}
+
 // TableDesigner is implemented by families whose designs can be read from
 // acquisition tables on disk (dMRI: an FSL bval/bvec pair).
 type TableDesigner interface {

@@ -18,6 +18,8 @@ type Sample struct {
 	Theta  []float64 // latent θ, length DMax (inactive dimensions are drawn too)
 	Design Design    // where x was measured
 	X      []float64 // observation, length Design.N
+
+	covBuf []float64 // reused covariate storage for DesignSamplerInto
 }
 
 // SimOptions configures SimulateBatch.
@@ -118,7 +120,12 @@ func simulateRange(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, 
 		for j := range s.Theta {
 			s.Theta[j] = r.NormFloat64()
 		}
-		s.Design = ds.SampleDesign(r)
+		if into, ok := ds.(DesignSamplerInto); ok {
+			s.covBuf = resize(s.covBuf, into.CovLen())
+			s.Design = into.SampleDesignInto(r, s.covBuf)
+		} else {
+			s.Design = ds.SampleDesign(r)
+		}
 		s.X = resize(s.X, s.Design.N)
 		f.Simulate(r, s.Design, s.Theta, s.Mask, s.X)
 	}

@@ -47,6 +47,9 @@ func (p *Protocol) SampleDesign(r *rand.Rand) family.Design {
 	return p.SampleDesignInto(r, make([]float64, 4*p.Typical.N))
 }
 
+// CovLen implements family.DesignSamplerInto.
+func (p *Protocol) CovLen() int { return 4 * p.Typical.N }
+
 // SampleDesignInto is SampleDesign writing the covariates into buf (length
 // at least 4·N), for callers that reuse buffers.
 func (p *Protocol) SampleDesignInto(r *rand.Rand, buf []float64) family.Design {
