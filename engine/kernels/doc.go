@@ -26,11 +26,46 @@
 // other kernels. Multi-threaded OpenBLAS keeps its worker threads spinning
 // (sched_yield) for a long while after every call; on two cores they then
 // compete with the goroutines of the next LayerNorm or GELU (measured with
-// BenchmarkSgemmThenGELU: a 13056×64×256 sgemm followed by a GELU over its
-// output used 11–15 ms of CPU time with two OpenBLAS threads against 7 ms,
-// the sum of the two alone, with the split). A single pool also means the cores are never
-// oversubscribed and that Sgemm may be called inside ParallelFor bodies
-// (nested work runs inline when the workers are busy). SetBLASThreads(n)
+// BenchmarkSgemmThenGELU, 5 runs each on the shared machine: a 13056×64×256
+// sgemm followed by a GELU over its output used 7.7–8.6 ms of CPU time per
+// pair with the split and 8.2–16.9 ms, median 9.9, with two OpenBLAS
+// threads). A single pool also means the cores are never oversubscribed
+// and that Sgemm may be called inside ParallelFor bodies (nested work runs
+// inline when the workers are busy). SetBLASThreads(n)
 // hands threading back to OpenBLAS for callers that prefer it. Without
 // cgo, Sgemm is gonum's, which parallelises itself.
+//
+// Performance notes (what perf and the benchmarks taught; the machine is
+// a 2-vCPU Sapphire Rapids VM shared with other jobs, so the benchmarks
+// also report CPU time per operation, which is steadier than wall time):
+//   - gcc's -march=native on this CPU prefers 256-bit vectors; the
+//     "prefer-vector-width=512" target pragma in kernels.c doubles the
+//     width (cgo's flag allowlist rejects -mprefer-vector-width).
+//   - cgo also rejects -fno-math-errno and -fassociative-math, and
+//     -ffast-math would break NaN/Inf handling; instead reductions are
+//     marked "#pragma omp simd reduction" (-fopenmp-simd, no OpenMP
+//     runtime) and exp is a branch-free polynomial, so IEEE semantics stay.
+//   - gcc unrolls 16-trip loops (Dh = 16) completely and then fails to
+//     vectorise them: perf showed 16 scalar vfmadd231ss per key. Explicit
+//     16-lane vector types made the attention forward 4–5× faster.
+//     Accumulator arrays must have a fixed size and the vector type no
+//     may_alias attribute, or they live in memory.
+//   - A single FMA accumulation chain is latency bound (4 cycles per
+//     step): scores, p·v and the backward keep 2–4 independent chains.
+//   - Writing −Inf padding with scalar stores and reloading the block as a
+//     vector stalled on store forwarding (16 % of the forward); masks are
+//     applied in registers instead. Scalar transposes of K/V cost 10 %;
+//     masked gathers replace them.
+//   - The backward's per-(i, j) read-modify-write of dk/dv in memory was
+//     load/store bound; a second pass over keys accumulates in registers.
+//   - vdivps has a throughput of one per ~10 cycles; the GELU uses rcp14
+//     plus a Newton step. At 13056×256 GELU and the other streaming kernels
+//     run at memory bandwidth (each array is 13 MB), so fusing passes
+//     (bias+GELU, LayerNorm+modulation) matters more than arithmetic.
+//   - Multi-threaded OpenBLAS leaves its threads spinning after each call,
+//     stealing the next kernel's cores; hence the threading policy above.
+//   - Go-side: a goroutine per piece or a capturing closure allocates on
+//     every call; persistent workers fed pooled job structs do not, and
+//     claiming pieces dynamically keeps a call from waiting for a worker
+//     whose core is busy elsewhere.
 package kernels
