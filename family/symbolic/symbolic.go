@@ -171,13 +171,17 @@ func (f *Family) noiseComponent(mask []bool) int {
 	return n
 }
 
-// addForward adds the active base functions on x into out.
+// addForward adds the active base functions on x into out, through the
+// uniform-grid recurrences (grid.go) where x allows them.
 func (f *Family) addForward(x, theta []float64, mask []bool, out []float64) {
 	var c [3]float64
+	h := uniformStep(x)
 	for i := 0; i < f.k; i++ {
 		if mask[i] {
 			f.natural(i, theta, &c, nil)
-			addBasis(f.ids[i], &c, x, out)
+			if h == 0 || !addBasisGrid(f.ids[i], &c, x, h, out) {
+				addBasis(f.ids[i], &c, x, out)
+			}
 		}
 	}
 }
