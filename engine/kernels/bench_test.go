@@ -46,6 +46,17 @@ func reportGFLOPS(b *testing.B, flops float64, start float64) {
 }
 
 func BenchmarkSgemm(b *testing.B) {
+	b.Run("own", func(b *testing.B) { benchSgemm(b) })
+	if Backend == "c" {
+		// The same products with OpenBLAS only, for comparison.
+		b.Run("openblas", func(b *testing.B) {
+			defer setOwnGemm(setOwnGemm(false))
+			benchSgemm(b)
+		})
+	}
+}
+
+func benchSgemm(b *testing.B) {
 	const m = benchRows
 	for _, kn := range [][2]int{{64, 64}, {64, 192}, {64, 256}, {256, 64}} {
 		k, n := kn[0], kn[1]

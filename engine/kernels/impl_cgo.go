@@ -94,10 +94,29 @@ type gemmArgs struct {
 	ldc            int
 }
 
+// ownGemm enables the package's own kernel (pk_sgemm in kernels.c) for
+// products with a small dimension; benchmarks switch it off to compare with
+// OpenBLAS.
+var ownGemm = true
+
 // call runs the product on the calling thread (one cgo call).
 func (g *gemmArgs) call() {
 	if g.m == 0 || g.n == 0 {
 		return
+	}
+	if ownGemm && blasThreads.Load() <= 1 && g.n <= 1024 && (g.k <= 1024 || g.m <= 1024) {
+		ra, ca := g.lda, 1
+		if g.transA {
+			ra, ca = 1, g.lda
+		}
+		tb := C.int(0)
+		if g.transB {
+			tb = 1
+		}
+		if C.pk_sgemm(cl(g.m), cl(g.n), cl(g.k), C.float(g.alpha), fp(g.a), cl(ra), cl(ca), fp(g.b), cl(g.ldb), tb,
+			C.float(g.beta), fp(g.c), cl(g.ldc)) != 0 {
+			return
+		}
 	}
 	ta, tb := uint32(C.CblasNoTrans), uint32(C.CblasNoTrans)
 	if g.transA {

@@ -763,3 +763,103 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 	default: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, s->Dh);
 	}
 }
+
+// ---- small-k / skinny sgemm ---------------------------------------------------
+//
+// The network's products have one small dimension (64–1024). For them
+// OpenBLAS spends over a third of its time packing the large operand and
+// zeroing C for beta = 0 (perf on the reference step: sgemm_kernel 24 %,
+// *copy 14 %, memset 3 %). This kernel reads A in place (any row and
+// column stride, so op(A) = A or Aᵀ without copies) and B row by row
+// (transposed B, which is small in the network, is packed once per call),
+// and writes C directly: an 8×32 register tile (16 accumulators) takes one
+// broadcast of A and two vector loads of B per 16 FMAs.
+
+#ifdef __AVX512F__
+#define PK_MR 8
+#define PK_KC 384
+
+PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, long ca, const float *b, long ldb,
+	__mmask16 m0, __mmask16 m1, float alpha, float beta, int first, float *c, long ldc) {
+	__m512 acc0[PK_MR], acc1[PK_MR];
+	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+	for (long p = 0; p < kc; p++) {
+		const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb);
+		const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
+		const float *ap = a + p * ca;
+		for (long r = 0; r < mr; r++) {
+			const __m512 av = _mm512_set1_ps(ap[r * ra]);
+			acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+			acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+		}
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	for (long r = 0; r < mr; r++) {
+		float *cr = c + r * ldc;
+		__m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
+		if (!first) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+		} else if (beta != 0.0f) {
+			const __m512 vb = _mm512_set1_ps(beta);
+			x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+			x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+		}
+		_mm512_mask_storeu_ps(cr, m0, x0);
+		_mm512_mask_storeu_ps(cr + 16, m1, x1);
+	}
+}
+
+// pk_sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major, m×n, inner
+// dimension k) with op(A)(i, p) = a[i·ra + p·ca] and op(B)(p, j) =
+// b[p·ldb + j], or b[j·ldb + p] when transb. Returns 0 when it declines
+// (transposed B too large to pack) so the caller can use OpenBLAS.
+int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc) {
+	float *bp = NULL;
+	if (transb) {
+		if (k * n > (1L << 20)) return 0;
+		bp = pk_alloc(k * n);
+		for (long j = 0; j < n; j++)
+			for (long p = 0; p < k; p++) bp[p * n + j] = b[j * ldb + p];
+		b = bp;
+		ldb = n;
+	}
+	if (k == 0) {
+		for (long i = 0; i < m; i++)
+			for (long j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+	}
+	for (long p0 = 0; p0 < k; p0 += PK_KC) {
+		const long kc = k - p0 < PK_KC ? k - p0 : PK_KC;
+		const int first = p0 == 0;
+		for (long i0 = 0; i0 < m; i0 += PK_MR) {
+			const long mr = m - i0 < PK_MR ? m - i0 : PK_MR;
+			const float *ai = a + i0 * ra + p0 * ca;
+			for (long j0 = 0; j0 < n; j0 += 32) {
+				const long nr = n - j0;
+				const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+				const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+				const float *bj = b + p0 * ldb + j0;
+				float *cij = c + i0 * ldc + j0;
+				switch (mr) {
+				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 5: pk_gemm_tile(5, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 4: pk_gemm_tile(4, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 3: pk_gemm_tile(3, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 2: pk_gemm_tile(2, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				default: pk_gemm_tile(1, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc);
+				}
+			}
+		}
+	}
+	free(bp);
+	return 1;
+}
+#else
+int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc) {
+	return 0;
+}
+#endif

@@ -31,6 +31,8 @@ void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
 	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
 	float *dq, float *dk, float *dv, long lo, long hi);
+int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc);
 void pk_axpy(float alpha, const float *x, float *y, long n);
 void pk_add(float *dst, const float *a, const float *b, long n);
 void pk_scale(float alpha, float *x, long n);

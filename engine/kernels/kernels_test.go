@@ -205,8 +205,12 @@ func TestSgemm(t *testing.T) {
 	r := newRNG(27)
 	// Small (one call), and shapes that the cgo Sgemm splits along m, n
 	// and k respectively.
-	for _, sh := range [][3]int{{37, 29, 45}, {600, 64, 64}, {8, 2000, 64}, {16, 32, 4000}} {
-		testSgemmShape(t, r, sh[0], sh[1], sh[2])
+	for _, own := range []bool{true, false} { // own kernel and OpenBLAS only (cgo)
+		prev := setOwnGemm(own)
+		for _, sh := range [][3]int{{37, 29, 45}, {600, 64, 64}, {8, 2000, 64}, {16, 32, 4000}, {3, 1, 2}} {
+			testSgemmShape(t, r, sh[0], sh[1], sh[2])
+		}
+		setOwnGemm(prev)
 	}
 	// OpenBLAS's own threading instead of the package's split.
 	SetBLASThreads(2)

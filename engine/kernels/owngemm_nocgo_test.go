@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package kernels
+
+func setOwnGemm(on bool) bool { return false }
