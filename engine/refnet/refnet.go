@@ -213,18 +213,19 @@ func (n *Net) build() {
 	m := s.Scope("mdec")
 	n.mID = m.New("id", engine.Normal(0.02), c.Components+1, d)
 	n.mBit = m.New("bit", engine.Normal(1), 3, d)
-	n.mdec = n.newDecoder(m, c.ModelLayers, 1)
+	n.mdec = n.newDecoder(m, c.ModelLayers, 1, false)
 
 	p := s.Scope("pdec")
 	n.pID = p.New("id", engine.Normal(0.02), c.ParamTokens, d)
 	n.pIn = p.New("in.w", vs1, c.ParamDim, d)
 	n.pInB = p.New("in.b", engine.Zeros, d)
-	n.pdec = n.newDecoder(p, c.ParamLayers, c.ParamDim)
+	n.pdec = n.newDecoder(p, c.ParamLayers, c.ParamDim, true)
 }
 
 // newDecoder creates a conditioned decoder stack with an output head of
-// width out (zero-initialised unless out is 1, the model decoder's logit).
-func (n *Net) newDecoder(sc engine.Scope, layers, out int) decoder {
+// width out, zero-initialised if zeroHead (the denoiser) and variance
+// scaled otherwise (the model decoder's logit, like PyTorch's default).
+func (n *Net) newDecoder(sc engine.Scope, layers, out int, zeroHead bool) decoder {
 	d := n.cfg.Dim
 	dec := decoder{
 		fourier: sc.New("fourier", engine.Normal(1), d/2, 1),
@@ -237,9 +238,9 @@ func (n *Net) newDecoder(sc engine.Scope, layers, out int) decoder {
 	}
 	dec.lng = sc.New("ln.g", engine.Ones, d)
 	dec.lnb = sc.New("ln.b", engine.Zeros, d)
-	headInit := engine.Zeros
-	if out == 1 {
-		headInit = engine.VarianceScaling(1)
+	headInit := engine.VarianceScaling(1)
+	if zeroHead {
+		headInit = engine.Zeros
 	}
 	dec.headW = sc.New("head.w", headInit, d, out)
 	dec.headB = sc.New("head.b", engine.Zeros, out)

@@ -3,6 +3,7 @@ package refnet
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/prismsbi/prism/engine"
@@ -179,25 +180,13 @@ func TestInferMatchesTraining(t *testing.T) {
 	g := engine.NewGraph()
 	_, _, pred := n.forward(g, n.Infer)
 	got := n.InferParamDecoder(n.Infer)
-	if !sameInts(got.Shape, pred.Shape) {
+	if !slices.Equal(got.Shape, pred.Shape) {
 		t.Fatalf("inference shape %v, training %v", got.Shape, pred.Shape)
 	}
 	diff, scale := maxAbsDiff(pred.Data, got.Data)
 	if scale == 0 || diff > 1e-5*scale {
 		t.Errorf("inference differs from training forward by %g (output scale %g)", diff, scale)
 	}
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The model decoder must be autoregressive: logit i (predicting bit i) may
