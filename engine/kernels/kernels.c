@@ -540,6 +540,9 @@ PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned cha
 #endif
 }
 
+// The forward computes, per (batch, head), all probability rows first and
+// then out = P·V four queries at a time, so that each v_j load feeds four
+// independent FMA chains (the same restructuring doubled the backward).
 PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
 	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi, const long dh) {
 	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
@@ -547,6 +550,10 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 	const int transposed = Tq >= 4;
 	float *kt = transposed ? pk_alloc(dh * ldt) : NULL;
 	float *sc = pk_alloc(ldt);
+	float *pm = probs ? NULL : pk_alloc(Tq * ldt); // probabilities when the caller keeps none
+	const long ldp = probs ? Tk : ldt;
+	long *rlo = malloc(2 * Tq * sizeof(long) + 1), *rhi = rlo + Tq;
+	if (!rlo) abort();
 	if (kt) memset(kt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (long bh = lo; bh < hi; bh++) {
@@ -555,35 +562,65 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		const float *K = k + b * Tk * s->ldk + h * dh;
 		const float *V = v + b * Tk * s->ldv + h * dh;
 		float *O = out + b * Tq * s->ldo + h * dh;
+		float *P = probs ? probs + bh * Tq * Tk : pm;
 		if (transposed) pk_transpose(K, s->ldk, Tk, dh, kt, ldt);
+		// Probability rows, zero outside the allowed span.
 		for (long i = 0; i < Tq; i++) {
 			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
-			float *p = probs ? probs + (bh * Tq + i) * Tk : sc;
-			float *o = O + i * s->ldo;
+			float *p = P + i * ldp;
 			long jlo, jhi;
 			pk_mask_range(a, Tk, &jlo, &jhi);
-			if (probs) {
-				for (long j = 0; j < jlo; j++) p[j] = 0;
-				for (long j = jhi; j < Tk; j++) p[j] = 0;
-			}
-			if (jlo >= jhi) {
-				for (long d = 0; d < dh; d++) o[d] = 0;
-				continue;
-			}
+			rlo[i] = jlo;
+			rhi[i] = jhi;
+			for (long j = 0; j < jlo; j++) p[j] = 0;
+			for (long j = jhi; j < Tk; j++) p[j] = 0;
+			if (jlo >= jhi) continue;
 			const float *qi = Q + i * s->ldq;
 			if (transposed)
 				pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
 			else
 				pk_scores_direct(qi, K, s->ldk, jlo, jhi, dh, scale, sc);
-			const float sum = pk_softmax_row(sc, jlo, jhi, a);
-			const float inv = 1.0f / sum;
+			const float inv = 1.0f / pk_softmax_row(sc, jlo, jhi, a);
 			for (long j = jlo; j < jhi; j++) p[j] = sc[j] * inv;
-			if (PK_VEC(dh)) {
-				// Four accumulators over j for latency (see pk_scores).
+		}
+		// out = P·V.
+		long i0 = 0;
+		if (PK_VEC(dh)) {
+			const long ldv = s->ldv;
+			for (; i0 + 4 <= Tq; i0 += 4) {
+				long j0 = Tk, j1 = 0;
+				for (long r = 0; r < 4; r++)
+					if (rlo[i0 + r] < rhi[i0 + r]) {
+						j0 = rlo[i0 + r] < j0 ? rlo[i0 + r] : j0;
+						j1 = rhi[i0 + r] > j1 ? rhi[i0 + r] : j1;
+					}
+				pk_v16 acc[4][PK_MAXV];
+				for (long r = 0; r < 4; r++)
+					for (long c = 0; c < dh / 16; c++) acc[r][c] = (pk_v16){0};
+				const float *p0 = P + i0 * ldp;
+				for (long j = j0; j < j1; j++) {
+					const float *vj = V + j * ldv;
+					for (long c = 0; c < dh / 16; c++) {
+						const pk_v16 vv = PK_LD(vj + 16 * c);
+						acc[0][c] += p0[j] * vv;
+						acc[1][c] += p0[ldp + j] * vv;
+						acc[2][c] += p0[2 * ldp + j] * vv;
+						acc[3][c] += p0[3 * ldp + j] * vv;
+					}
+				}
+				for (long r = 0; r < 4; r++) {
+					float *o = O + (i0 + r) * s->ldo;
+					for (long c = 0; c < dh / 16; c++) PK_ST(o + 16 * c, acc[r][c]);
+				}
+			}
+			// Remaining queries (all of them when decoding with Tq = 1):
+			// four accumulators over j instead.
+			for (; i0 < Tq; i0++) {
+				const float *p = P + i0 * ldp;
 				pk_v16 acc[4][PK_MAXV];
 				for (long c = 0; c < dh / 16; c++) acc[0][c] = acc[1][c] = acc[2][c] = acc[3][c] = (pk_v16){0};
-				long j = jlo;
-				const long ldv = s->ldv;
+				long j = rlo[i0];
+				const long jhi = rhi[i0];
 				for (; j + 4 <= jhi; j += 4) {
 					const float *vj = V + j * ldv;
 					for (long c = 0; c < dh / 16; c++) {
@@ -595,10 +632,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 				}
 				for (; j < jhi; j++)
 					for (long c = 0; c < dh / 16; c++) acc[0][c] += p[j] * PK_LD(V + j * ldv + 16 * c);
+				float *o = O + i0 * s->ldo;
 				for (long c = 0; c < dh / 16; c++) PK_ST(o + 16 * c, (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]));
-			} else {
+			}
+		} else {
+			for (long i = 0; i < Tq; i++) {
+				const float *p = P + i * ldp;
+				float *o = O + i * s->ldo;
 				for (long d = 0; d < dh; d++) o[d] = 0;
-				for (long j = jlo; j < jhi; j++) {
+				for (long j = rlo[i]; j < rhi[i]; j++) {
 					const float pj = p[j];
 					const float *vj = V + j * s->ldv;
 					for (long d = 0; d < dh; d++) o[d] += pj * vj[d];
@@ -608,6 +650,8 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 	}
 	free(kt);
 	free(sc);
+	free(pm);
+	free(rlo);
 }
 
 void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
@@ -655,7 +699,9 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 			clo[j] = Tq;
 			chi[j] = 0;
 		}
-		// Phase 1.
+		// Phase 1a: ds rows. dsm is zero outside each row's span (phase 1b
+		// and 2 read it without span checks; p is zero there too).
+		memset(dsm, 0, Tq * ldt * sizeof(float));
 		for (long i = 0; i < Tq; i++) {
 			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
 			long jlo, jhi;
@@ -674,32 +720,64 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 			else
 				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
 			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
-			float *dqi = dQ + i * s->ldq;
-			if (PK_VEC(dh)) {
-				pk_v16 a0[PK_MAXV], a1[PK_MAXV];
-				for (long c = 0; c < dh / 16; c++) a0[c] = a1[c] = (pk_v16){0};
-				long j = jlo;
-				for (; j + 2 <= jhi; j += 2) {
-					const float *kj = K + j * s->ldk;
-					for (long c = 0; c < dh / 16; c++) {
-						a0[c] += ds[j] * PK_LD(kj + 16 * c);
-						a1[c] += ds[j + 1] * PK_LD(kj + s->ldk + 16 * c);
-					}
-				}
-				if (j < jhi)
-					for (long c = 0; c < dh / 16; c++) a0[c] += ds[j] * PK_LD(K + j * s->ldk + 16 * c);
-				for (long c = 0; c < dh / 16; c++) PK_ST(dqi + 16 * c, PK_LD(dqi + 16 * c) + (a0[c] + a1[c]));
-			} else {
-				for (long j = jlo; j < jhi; j++)
-					for (long d = 0; d < dh; d++) dqi[d] += ds[j] * K[j * s->ldk + d];
-			}
+			// pk_scores wrote whole blocks of 16: clear around the span.
+			for (long j = jlo & ~(long)(PK_JB - 1); j < jlo; j++) ds[j] = 0;
+			for (long j = jhi; j < ldt && j < ((jhi + PK_JB - 1) & ~(long)(PK_JB - 1)); j++) ds[j] = 0;
 			for (long j = jlo; j < jhi; j++) {
 				clo[j] = i < clo[j] ? i : clo[j];
 				chi[j] = i + 1;
 			}
 		}
-		// Phase 2. Entries (i, j) inside [clo_j, chi_j) but outside row i's
-		// span were not written in phase 1 and are skipped.
+		// Phase 1b: dq_i += Σ_j ds_ij k_j, four queries at a time so that
+		// each k_j load feeds four independent FMA chains.
+		if (PK_VEC(dh)) {
+			for (long i0 = 0; i0 < Tq; i0 += 4) {
+				const long nr = Tq - i0 < 4 ? Tq - i0 : 4;
+				long j0 = Tk, j1 = 0;
+				for (long r = 0; r < nr; r++)
+					if (rlo[i0 + r] < rhi[i0 + r]) {
+						j0 = rlo[i0 + r] < j0 ? rlo[i0 + r] : j0;
+						j1 = rhi[i0 + r] > j1 ? rhi[i0 + r] : j1;
+					}
+				if (j0 >= j1) continue;
+				pk_v16 acc[4][PK_MAXV];
+				for (long r = 0; r < 4; r++)
+					for (long c = 0; c < dh / 16; c++) acc[r][c] = (pk_v16){0};
+				const float *d0 = dsm + i0 * ldt;
+				if (nr == 4) {
+					for (long j = j0; j < j1; j++) {
+						const float *kj = K + j * s->ldk;
+						for (long c = 0; c < dh / 16; c++) {
+							const pk_v16 kv = PK_LD(kj + 16 * c);
+							acc[0][c] += d0[j] * kv;
+							acc[1][c] += d0[ldt + j] * kv;
+							acc[2][c] += d0[2 * ldt + j] * kv;
+							acc[3][c] += d0[3 * ldt + j] * kv;
+						}
+					}
+				} else {
+					for (long j = j0; j < j1; j++) {
+						const float *kj = K + j * s->ldk;
+						for (long c = 0; c < dh / 16; c++) {
+							const pk_v16 kv = PK_LD(kj + 16 * c);
+							for (long r = 0; r < nr; r++) acc[r][c] += d0[r * ldt + j] * kv;
+						}
+					}
+				}
+				for (long r = 0; r < nr; r++) {
+					float *dqi = dQ + (i0 + r) * s->ldq;
+					for (long c = 0; c < dh / 16; c++) PK_ST(dqi + 16 * c, PK_LD(dqi + 16 * c) + acc[r][c]);
+				}
+			}
+		} else {
+			for (long i = 0; i < Tq; i++) {
+				float *dqi = dQ + i * s->ldq;
+				const float *ds = dsm + i * ldt;
+				for (long j = rlo[i]; j < rhi[i]; j++)
+					for (long d = 0; d < dh; d++) dqi[d] += ds[j] * K[j * s->ldk + d];
+			}
+		}
+		// Phase 2 (ds and p are zero outside the row spans).
 		long j = 0;
 		if (PK_VEC(dh)) {
 			// Two keys at a time: four independent FMA chains.
@@ -710,10 +788,8 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 				pk_v16 ak0[PK_MAXV], av0[PK_MAXV], ak1[PK_MAXV], av1[PK_MAXV];
 				for (long c = 0; c < dh / 16; c++) ak0[c] = av0[c] = ak1[c] = av1[c] = (pk_v16){0};
 				for (long i = i0; i < i1; i++) {
-					// Outside row i's span ds and p were not written: use 0.
-					const int in0 = j >= rlo[i] && j < rhi[i], in1 = j + 1 >= rlo[i] && j + 1 < rhi[i];
-					const float ds0 = in0 ? dsm[i * ldt + j] : 0.0f, p0 = in0 ? P[i * Tk + j] : 0.0f;
-					const float ds1 = in1 ? dsm[i * ldt + j + 1] : 0.0f, p1 = in1 ? P[i * Tk + j + 1] : 0.0f;
+					const float ds0 = dsm[i * ldt + j], p0 = P[i * Tk + j];
+					const float ds1 = dsm[i * ldt + j + 1], p1 = P[i * Tk + j + 1];
 					const float *qi = Q + i * s->ldq, *doi = dO + i * s->ldo;
 					for (long c = 0; c < dh / 16; c++) {
 						const pk_v16 qv = PK_LD(qi + 16 * c), dv = PK_LD(doi + 16 * c);
@@ -737,7 +813,6 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 			float *dkj = dk + (b * Tk + j) * s->ldk + h * dh;
 			float *dvj = dv + (b * Tk + j) * s->ldv + h * dh;
 			for (long i = clo[j]; i < chi[j]; i++) {
-				if (j < rlo[i] || j >= rhi[i]) continue;
 				const float dsij = dsm[i * ldt + j], pij = P[i * Tk + j];
 				const float *qi = Q + i * s->ldq, *doi = dO + i * s->ldo;
 				for (long d = 0; d < dh; d++) {
