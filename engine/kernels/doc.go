@@ -17,8 +17,10 @@
 // generic over float32 and float64: the float64 instance is checked against
 // finite differences, the float32 instance is what CGO_ENABLED=0 builds run
 // and the reference the fast kernels are tested against). With cgo (the
-// default) the kernels are C code compiled with -O3 -march=native and
-// OpenBLAS's cblas_sgemm; without cgo Sgemm is gonum's. Backend reports which.
+// default) the kernels are C code compiled with -O3 -march=native, and
+// Sgemm is an own AVX-512 kernel for skinny products (the network's: one of
+// m, k at most 256) and OpenBLAS's cblas_sgemm otherwise; without cgo Sgemm
+// is gonum's. Backend reports which.
 //
 // Threading policy. All parallelism belongs to this package: OpenBLAS runs
 // single-threaded and Sgemm splits each large product over the package's
@@ -58,6 +60,15 @@
 //     masked gathers replace them.
 //   - The backward's per-(i, j) read-modify-write of dk/dv in memory was
 //     load/store bound; a second pass over keys accumulates in registers.
+//     Computing dq = ds·k and out = p·v four queries at a time (each k_j or
+//     v_j load feeding four FMA chains) then doubled the backward and sped
+//     up the forward by 1.4×.
+//   - On the reference training step OpenBLAS spent 14 % of the step
+//     packing operands and 3 % zeroing C for beta = 0 around 24 % in its
+//     compute kernel: for K = 64 the packing is not amortised. The own
+//     kernel (8×32 register tile, A read in place through any strides, B
+//     rows read directly) reaches 110–130 GFLOP/s per core on those shapes
+//     against OpenBLAS's 70–105.
 //   - vdivps has a throughput of one per ~10 cycles; the GELU uses rcp14
 //     plus a Newton step. At 13056×256 GELU and the other streaming kernels
 //     run at memory bandwidth (each array is 13 MB), so fusing passes
