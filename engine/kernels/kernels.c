@@ -206,7 +206,10 @@ void pk_mod_bwd(const float *dy, const float *h, const float *s, long lo, long h
 
 void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float *gamma, const float *beta,
 	const float *s, const float *c, float eps, float *y, float *mean, float *rstd) {
-	float *sc = malloc(2 * d * sizeof(float)); // effective scale and shift per batch
+	float stack[1024];
+	// effective scale and shift per batch
+	float *sc = 2 * d <= 1024 ? stack : malloc(2 * d * sizeof(float));
+	if (!sc) abort();
 	float *sh = sc + d;
 	for (long b = lo; b < hi; b++) {
 		const float *sb = s + b * d, *cb = c + b * d;
@@ -226,13 +229,15 @@ void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float 
 			if (rstd) rstd[i] = rs;
 		}
 	}
-	free(sc);
+	if (sc != stack) free(sc);
 }
 
 void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
 	const float *beta, const float *s, long lo, long hi, long t, long d,
 	float *dx, float *dgamma, float *dbeta, float *ds, float *dc) {
-	float *dln = malloc(d * sizeof(float));
+	float stack[1024];
+	float *dln = d <= 1024 ? stack : malloc(d * sizeof(float));
+	if (!dln) abort();
 	for (long b = lo; b < hi; b++) {
 		const float *sb = s + b * d;
 		for (long i = b * t; i < (b + 1) * t; i++) {
@@ -250,7 +255,7 @@ void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const floa
 			pk_ln_bwd_row(dln, xr, m, rs, gamma, d, dx ? dx + i * d : NULL, dgamma, dbeta);
 		}
 	}
-	free(dln);
+	if (dln != stack) free(dln);
 }
 
 // ---- GELU (tanh approximation) ---------------------------------------------
@@ -416,6 +421,38 @@ static void *pk_alloc(size_t nfloat) {
 	return p;
 }
 
+// pk_scratch hands out 64-byte aligned pieces of one buffer: a stack buffer
+// of PK_STACK floats when the call's scratch fits (always for the
+// network's shapes and for decoding), else a single heap block, so a
+// kernel call makes at most one allocation and usually none.
+#define PK_STACK 8192
+typedef struct {
+	float *base;
+	size_t used, cap;
+	void *heap;
+} pk_scratch;
+
+static void pk_scratch_init(pk_scratch *s, float *stack, size_t nfloat) {
+	s->used = 0;
+	s->heap = NULL;
+	s->cap = nfloat;
+	if (nfloat <= PK_STACK) {
+		s->base = stack;
+	} else {
+		s->heap = pk_alloc(nfloat);
+		s->base = s->heap;
+	}
+}
+
+// pk_take returns n floats; pk_round(n) of them count against the budget.
+#define pk_round(n) ((((size_t)(n)) + 15) & ~(size_t)15)
+static void *pk_take(pk_scratch *s, size_t n) {
+	void *p = s->base + s->used;
+	s->used += pk_round(n);
+	if (s->used > s->cap) abort();
+	return p;
+}
+
 PK_INLINE void pk_mask_range(const unsigned char *a, long tk, long *jlo, long *jhi) {
 	long lo = 0, hi = tk;
 	if (a) {
@@ -548,12 +585,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
 	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
 	const int transposed = Tq >= 4;
-	float *kt = transposed ? pk_alloc(dh * ldt) : NULL;
-	float *sc = pk_alloc(ldt);
-	float *pm = probs ? NULL : pk_alloc(Tq * ldt); // probabilities when the caller keeps none
+	float stack[PK_STACK] __attribute__((aligned(64)));
+	pk_scratch scr;
+	pk_scratch_init(&scr, stack, (transposed ? pk_round(dh * ldt) : 0) + pk_round(ldt) +
+		(probs ? 0 : pk_round(Tq * ldt)) + pk_round(2 * Tq * sizeof(long) / sizeof(float)));
+	float *kt = transposed ? pk_take(&scr, dh * ldt) : NULL;
+	float *sc = pk_take(&scr, ldt);
+	float *pm = probs ? NULL : pk_take(&scr, Tq * ldt); // probabilities when the caller keeps none
 	const long ldp = probs ? Tk : ldt;
-	long *rlo = malloc(2 * Tq * sizeof(long) + 1), *rhi = rlo + Tq;
-	if (!rlo) abort();
+	long *rlo = pk_take(&scr, 2 * Tq * sizeof(long) / sizeof(float)), *rhi = rlo + Tq;
 	if (kt) memset(kt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (long bh = lo; bh < hi; bh++) {
@@ -648,10 +688,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			}
 		}
 	}
-	free(kt);
-	free(sc);
-	free(pm);
-	free(rlo);
+	free(scr.heap);
 }
 
 void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
@@ -678,10 +715,13 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
 	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
 	const int transposed = Tq >= 4;
-	float *vt = transposed ? pk_alloc(dh * ldt) : NULL;
-	float *dsm = pk_alloc(Tq * ldt);
-	long *rng = malloc(2 * (Tq + Tk) * sizeof(long)); // row spans, then column spans
-	if (!rng) abort();
+	float stack[PK_STACK] __attribute__((aligned(64)));
+	pk_scratch scr;
+	pk_scratch_init(&scr, stack, (transposed ? pk_round(dh * ldt) : 0) + pk_round(Tq * ldt) +
+		pk_round(2 * (Tq + Tk) * sizeof(long) / sizeof(float)));
+	float *vt = transposed ? pk_take(&scr, dh * ldt) : NULL;
+	float *dsm = pk_take(&scr, Tq * ldt);
+	long *rng = pk_take(&scr, 2 * (Tq + Tk) * sizeof(long) / sizeof(float)); // row spans, then column spans
 	long *rlo = rng, *rhi = rng + Tq, *clo = rng + 2 * Tq, *chi = rng + 2 * Tq + Tk;
 	if (vt) memset(vt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
@@ -822,9 +862,7 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 			}
 		}
 	}
-	free(vt);
-	free(dsm);
-	free(rng);
+	free(scr.heap);
 }
 
 void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
