@@ -78,7 +78,13 @@ func TestModulateMatchesReference(t *testing.T) {
 
 func TestLayerNormModulateMatchesReference(t *testing.T) {
 	r := newRNG(23)
-	const b, tt, d = 20, 51, 64
+	// The network's shape, and a wide one past the C kernels' stack buffers.
+	for _, sh := range [][3]int{{20, 51, 64}, {2, 3, 1100}} {
+		testLayerNormModulate(t, r, sh[0], sh[1], sh[2])
+	}
+}
+
+func testLayerNormModulate(t *testing.T, r *rand.Rand, b, tt, d int) {
 	x := randn64(r, b*tt*d, 3)
 	gamma, beta := randn64(r, d, 1), randn64(r, d, 1)
 	s, c, dy := randn64(r, b*d, 1), randn64(r, b*d, 1), randn64(r, b*tt*d, 1)
