@@ -312,3 +312,27 @@ func TestParallelFor(t *testing.T) {
 		t.Errorf("ParallelForGrain below grain ran %d bodies", calls)
 	}
 }
+
+// TestSgemmInsideParallelFor runs large products from ParallelFor bodies:
+// the nested split must neither deadlock nor race (go test -race).
+func TestSgemmInsideParallelFor(t *testing.T) {
+	r := newRNG(28)
+	const m, n, k, jobs = 700, 64, 64, 4
+	a, b := to32(randn64(r, jobs*m*k, 1)), to32(randn64(r, k*n, 1))
+	got, want := make([]float32, jobs*m*n), make([]float32, jobs*m*n)
+	for j := 0; j < jobs; j++ {
+		Sgemm(false, false, m, n, k, 1, a[j*m*k:], k, b, n, 0, want[j*m*n:], n)
+	}
+	ParallelFor(jobs, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			Sgemm(false, false, m, n, k, 1, a[j*m*k:], k, b, n, 0, got[j*m*n:], n)
+		}
+	})
+	// Same kernel on the same rows; only the row split may differ, which
+	// does not change any dot product's summation order.
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("C[%d] = %g inside ParallelFor, %g outside", i, got[i], want[i])
+		}
+	}
+}
