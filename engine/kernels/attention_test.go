@@ -14,6 +14,8 @@ var attnBigCases = []attnCase{
 	// Scratch beyond the C kernels' stack buffer (heap path).
 	{"long-T200", AttnShape{B: 2, Tq: 200, Tk: 200, H: 2, Dh: 16}, causal},
 	{"long-T200-Dh32", AttnShape{B: 1, Tq: 200, Tk: 150, H: 2, Dh: 32}, blockMask},
+	{"Dh64", AttnShape{B: 3, Tq: 21, Tk: 21, H: 2, Dh: 64}, causal},
+	{"Dh80-generic", AttnShape{B: 2, Tq: 9, Tk: 11, H: 1, Dh: 80}, noMask},
 }
 
 // TestAttentionMatchesReference compares the exported kernels with the

@@ -819,6 +819,40 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// Phase 2 (ds and p are zero outside the row spans).
 		long j = 0;
+		if (PK_VEC(dh) && dh <= 32) {
+			// Four keys at a time: eight independent FMA chains, and each
+			// q_i, dout_i load feeds four FMAs.
+			for (; j + 4 <= Tk; j += 4) {
+				long i0 = clo[j], i1 = chi[j];
+				for (long u = 1; u < 4; u++) {
+					i0 = clo[j + u] < i0 ? clo[j + u] : i0;
+					i1 = chi[j + u] > i1 ? chi[j + u] : i1;
+				}
+				if (i0 >= i1) continue;
+				pk_v16 ak[4][PK_MAXV], av[4][PK_MAXV];
+				for (long u = 0; u < 4; u++)
+					for (long c = 0; c < dh / 16; c++) ak[u][c] = av[u][c] = (pk_v16){0};
+				for (long i = i0; i < i1; i++) {
+					const float *dsi = dsm + i * ldt + j, *pi = P + i * Tk + j;
+					const float *qi = Q + i * s->ldq, *doi = dO + i * s->ldo;
+					for (long c = 0; c < dh / 16; c++) {
+						const pk_v16 qv = PK_LD(qi + 16 * c), dv = PK_LD(doi + 16 * c);
+						for (long u = 0; u < 4; u++) {
+							ak[u][c] += dsi[u] * qv;
+							av[u][c] += pi[u] * dv;
+						}
+					}
+				}
+				for (long u = 0; u < 4; u++) {
+					float *dkj = dk + (b * Tk + j + u) * s->ldk + h * dh;
+					float *dvj = dv + (b * Tk + j + u) * s->ldv + h * dh;
+					for (long c = 0; c < dh / 16; c++) {
+						PK_ST(dkj + 16 * c, PK_LD(dkj + 16 * c) + ak[u][c]);
+						PK_ST(dvj + 16 * c, PK_LD(dvj + 16 * c) + av[u][c]);
+					}
+				}
+			}
+		}
 		if (PK_VEC(dh)) {
 			// Two keys at a time: four independent FMA chains.
 			for (; j + 2 <= Tk; j += 2) {
