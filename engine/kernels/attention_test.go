@@ -11,6 +11,7 @@ var attnBigCases = []attnCase{
 	{"cross-Dh16", AttnShape{B: 6, Tq: 51, Tk: 10, H: 4, Dh: 16}, noMask},
 	{"cross-odd-Dh", AttnShape{B: 5, Tq: 13, Tk: 37, H: 3, Dh: 7, LdQ: 23, LdK: 30, LdV: 21, LdO: 22}, blockMask},
 	{"decode-Tq1", AttnShape{B: 16, Tq: 1, Tk: 300, H: 4, Dh: 16}, noMask},
+	{"few-queries-masked-Dh32", AttnShape{B: 3, Tq: 2, Tk: 37, H: 2, Dh: 32, LdK: 70}, blockMask},
 	// Scratch beyond the C kernels' stack buffer (heap path).
 	{"long-T200", AttnShape{B: 2, Tq: 200, Tk: 200, H: 2, Dh: 16}, causal},
 	{"long-T200-Dh32", AttnShape{B: 1, Tq: 200, Tk: 150, H: 2, Dh: 32}, blockMask},
