@@ -1020,16 +1020,25 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 		for (long i = 0; i < m; i++)
 			for (long j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
 	}
-	for (long p0 = 0; p0 < k; p0 += PK_KC) {
-		const long kc = k - p0 < PK_KC ? k - p0 : PK_KC;
+	// Tall products (m large: forward and input gradients) keep an A tile in
+	// L1 and sweep B's columns (B stays in L2); short ones (weight
+	// gradients: m small, k large) keep a 192×32 B tile in L1 and sweep the
+	// rows of A instead.
+	const int tall = m >= 512;
+	const long kcmax = tall ? PK_KC : 192;
+	for (long p0 = 0; p0 < k; p0 += kcmax) {
+		const long kc = k - p0 < kcmax ? k - p0 : kcmax;
 		const int first = p0 == 0;
-		for (long i0 = 0; i0 < m; i0 += PK_MR) {
-			const long mr = m - i0 < PK_MR ? m - i0 : PK_MR;
-			const float *ai = a + i0 * ra + p0 * ca;
-			for (long j0 = 0; j0 < n; j0 += 32) {
+		const long outer = tall ? m : n, ostep = tall ? PK_MR : 32;
+		const long inner = tall ? n : m, istep = tall ? 32 : PK_MR;
+		for (long o = 0; o < outer; o += ostep) {
+			for (long in = 0; in < inner; in += istep) {
+				const long i0 = tall ? o : in, j0 = tall ? in : o;
+				const long mr = m - i0 < PK_MR ? m - i0 : PK_MR;
 				const long nr = n - j0;
 				const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
 				const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+				const float *ai = a + i0 * ra + p0 * ca;
 				const float *bj = b + p0 * ldb + j0;
 				float *cij = c + i0 * ldc + j0;
 				switch (mr) {
