@@ -6,6 +6,11 @@ import "testing"
 // parses their names, ns/op and the flop/step metric:
 //
 //	go test -run '^$' -bench RefNet -benchmem ./engine/refnet
+//
+// Besides wall time they report cpu-s/op, the process CPU time (all
+// threads) per iteration: on a machine shared with other jobs wall time
+// swings by 2× while CPU time stays put, and on an idle machine wall time
+// is about cpu-s/op divided by the two cores.
 
 func newBenchNet(b *testing.B) *Net {
 	b.Helper()
@@ -29,12 +34,14 @@ func BenchmarkRefNetStep(b *testing.B) {
 	}
 	flops := n.FLOPs()
 	b.ReportAllocs()
+	cpu0, _ := processCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := n.Step(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(flops, "flop/step")
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
@@ -46,9 +53,18 @@ func BenchmarkRefNetInfer(b *testing.B) {
 	n.InferParamDecoder(n.Infer) // warm-up; computes the encoder output once
 	flops := n.cfg.InferFLOPs()
 	b.ReportAllocs()
+	cpu0, _ := processCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		n.InferParamDecoder(n.Infer)
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// reportCPU reports the process CPU time per iteration since cpu0.
+func reportCPU(b *testing.B, cpu0 float64) {
+	if cpu, ok := processCPU(); ok {
+		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
+	}
 }
