@@ -963,11 +963,12 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 // *copy 14 %, memset 3 %). This kernel reads A in place (any row and
 // column stride, so op(A) = A or Aᵀ without copies) and B row by row
 // (transposed B, which is small in the network, is packed once per call),
-// and writes C directly: an 8×32 register tile (16 accumulators) takes one
-// broadcast of A and two vector loads of B per 16 FMAs.
+// and writes C directly: a 12×32 register tile (24 accumulators) takes one
+// broadcast of A per two FMAs and two vector loads of B per 24 FMAs (12×32
+// measured 5–15 % faster than 8×32).
 
 #ifdef __AVX512F__
-#define PK_MR 8
+#define PK_MR 12
 #define PK_KC 384
 
 PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, long ca, const float *b, long ldb,
@@ -1042,6 +1043,10 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 				const float *bj = b + p0 * ldb + j0;
 				float *cij = c + i0 * ldc + j0;
 				switch (mr) {
+				case 12: pk_gemm_tile(12, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 11: pk_gemm_tile(11, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 10: pk_gemm_tile(10, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
+				case 9: pk_gemm_tile(9, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
 				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
 				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
 				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
