@@ -170,6 +170,7 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 		},
 		"sgemm": func() {
 			Sgemm(false, true, b*tt, d, d, 1, x, d, x, d, 0, y, d)
+			LinearForward(b*tt, d, d, x, d, x, d, g[:d], y, big[:len(y)])
 		},
 	}
 	if Backend == "go" {

@@ -313,3 +313,27 @@ func BenchmarkSgemmThenGELU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLinearGELU compares the fused LinearForward (bias and GELU in
+// the product's epilogue) with Sgemm followed by BiasGELUForward, for the
+// MLP's first layer (13056×64 → 256).
+func BenchmarkLinearGELU(b *testing.B) {
+	const m, k, n = benchRows, benchD, 4 * benchD
+	x, w, bias := benchBuf(m*k), benchBuf(k*n), benchBuf(n)
+	z, y := make([]float32, m*n), make([]float32, m*n)
+	b.Run("fused", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			LinearForward(m, n, k, x, k, w, n, bias, z, y)
+		}
+		reportGFLOPS(b, 2*float64(m*n*k), c0)
+	})
+	b.Run("composed", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, z, n)
+			BiasGELUForward(z, m, n, bias, y)
+		}
+		reportGFLOPS(b, 2*float64(m*n*k), c0)
+	})
+}

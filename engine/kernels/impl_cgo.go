@@ -209,6 +209,63 @@ func SetBLASThreads(n int) {
 	C.openblas_set_num_threads(C.int(n))
 }
 
+// linearJob runs LinearForward's fused product on a range of rows (dim
+// 'm') or columns ('n') of z.
+type linearJob struct {
+	g       gemmArgs
+	bias, y []float32
+	dim     byte
+}
+
+func (j *linearJob) run(_, lo, hi int) {
+	g := j.g
+	bias, y, ldy := j.bias, j.y, g.n
+	if j.dim == 'm' {
+		g.a, g.c, g.m = g.a[lo*g.lda:], g.c[lo*g.ldc:], hi-lo
+		if y != nil {
+			y = y[lo*ldy:]
+		}
+	} else {
+		g.b, g.c, g.n = g.b[lo:], g.c[lo:], hi-lo
+		if bias != nil {
+			bias = bias[lo:]
+		}
+		if y != nil {
+			y = y[lo:]
+		}
+	}
+	C.pk_sgemm_ep(cl(g.m), cl(g.n), cl(g.k), 1, fp(g.a), cl(g.lda), 1, fp(g.b), cl(g.ldb), 0, 0, fp(g.c), cl(g.ldc),
+		fp(bias), fp(y), cl(ldy))
+}
+
+var linearJobs jobPool[linearJob]
+
+// linearFused runs LinearForward as one pk_sgemm_ep call per worker when
+// the own kernel handles the shape.
+func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, z, y []float32) bool {
+	initBLAS()
+	g := gemmArgs{m: m, n: n, k: k, alpha: 1, a: x, lda: ldx, b: w, ldb: ldw, c: z, ldc: n}
+	if !ownGemm || blasThreads.Load() > 1 || !ownGemmFits(&g) {
+		return false
+	}
+	j := linearJobs.get()
+	j.g, j.bias, j.y = g, bias, y
+	p := runtime.GOMAXPROCS(0)
+	switch {
+	case p == 1 || float64(m)*float64(n)*float64(k) < gemmSerialMACs:
+		j.dim = 'm'
+		j.run(0, 0, m)
+	case m >= 24*p:
+		j.dim = 'm'
+		parallelRun(m, (m+p-1)/p, j)
+	default:
+		j.dim = 'n'
+		parallelRun(n, (n+p-1)/p, j)
+	}
+	linearJobs.put(j)
+	return true
+}
+
 // fp passes a slice to C; nil stays NULL.
 func fp(s []float32) *C.float {
 	if s == nil {

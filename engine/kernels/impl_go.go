@@ -38,6 +38,12 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // GOMAXPROCS goroutines by itself.
 func SetBLASThreads(n int) {}
 
+// linearFused has no fused path without cgo: LinearForward composes Sgemm,
+// AddBias and BiasGELUForward.
+func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, z, y []float32) bool {
+	return false
+}
+
 func addBiasImpl(y []float32, lo, hi, n int, bias []float32) { addBiasRef(y, lo, hi, n, bias) }
 
 func biasGradImpl(dy []float32, lo, hi, n int, dbias []float32) { biasGradRef(dy, lo, hi, n, dbias) }

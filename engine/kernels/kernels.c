@@ -971,8 +971,12 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 #define PK_MR 12
 #define PK_KC 384
 
+// pk_gemm_tile accumulates one tile over kc and stores it: C = alpha·acc
+// + beta·C on the first k block, C += alpha·acc on later ones; on the last
+// (last != 0) it also adds bias (if any) and writes y = GELU(C) (if y).
 PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, long ca, const float *b, long ldb,
-	__mmask16 m0, __mmask16 m1, float alpha, float beta, int first, float *c, long ldc) {
+	__mmask16 m0, __mmask16 m1, float alpha, float beta, int first, float *c, long ldc, int last,
+	const float *bias, float *y, long ldy) {
 	__m512 acc0[PK_MR], acc1[PK_MR];
 	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
 	for (long p = 0; p < kc; p++) {
@@ -997,8 +1001,16 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 			x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
 			x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
 		}
+		if (last && bias) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
+		}
 		_mm512_mask_storeu_ps(cr, m0, x0);
 		_mm512_mask_storeu_ps(cr + 16, m1, x1);
+		if (last && y) {
+			_mm512_mask_storeu_ps(y + r * ldy, m0, pk_gelu16(x0));
+			_mm512_mask_storeu_ps(y + r * ldy + 16, m1, pk_gelu16(x1));
+		}
 	}
 }
 
@@ -1008,6 +1020,14 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 // (transposed B too large to pack) so the caller can use OpenBLAS.
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc) {
+	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0);
+}
+
+// pk_sgemm_ep is pk_sgemm with an epilogue applied while each output tile
+// is in registers: C += bias (broadcast over rows; NULL for none), then
+// y = GELU(C) when y is not NULL (row stride ldy).
+int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
 	float *bp = NULL;
 	if (transb) {
 		if (k * n > (1L << 20)) return 0;
@@ -1019,7 +1039,12 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 	}
 	if (k == 0) {
 		for (long i = 0; i < m; i++)
-			for (long j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+			for (long j = 0; j < n; j++) {
+				float x = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+				if (bias) x += bias[j];
+				c[i * ldc + j] = x;
+				if (y) y[i * ldy + j] = pk_gelu(x);
+			}
 	}
 	// Tall products (m large: forward and input gradients) keep an A tile in
 	// L1 and sweep B's columns (B stays in L2); short ones (weight
@@ -1029,7 +1054,7 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 	const long kcmax = tall ? PK_KC : 192;
 	for (long p0 = 0; p0 < k; p0 += kcmax) {
 		const long kc = k - p0 < kcmax ? k - p0 : kcmax;
-		const int first = p0 == 0;
+		const int first = p0 == 0, last = p0 + kc >= k;
 		const long outer = tall ? m : n, ostep = tall ? PK_MR : 32;
 		const long inner = tall ? n : m, istep = tall ? 32 : PK_MR;
 		for (long o = 0; o < outer; o += ostep) {
@@ -1042,19 +1067,21 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 				const float *ai = a + i0 * ra + p0 * ca;
 				const float *bj = b + p0 * ldb + j0;
 				float *cij = c + i0 * ldc + j0;
+				const float *bb = bias ? bias + j0 : NULL;
+				float *yij = y ? y + i0 * ldy + j0 : NULL;
 				switch (mr) {
-				case 12: pk_gemm_tile(12, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 11: pk_gemm_tile(11, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 10: pk_gemm_tile(10, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 9: pk_gemm_tile(9, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 5: pk_gemm_tile(5, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 4: pk_gemm_tile(4, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 3: pk_gemm_tile(3, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				case 2: pk_gemm_tile(2, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc); break;
-				default: pk_gemm_tile(1, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc);
+				case 12: pk_gemm_tile(12, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 11: pk_gemm_tile(11, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 10: pk_gemm_tile(10, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 9: pk_gemm_tile(9, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 5: pk_gemm_tile(5, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 4: pk_gemm_tile(4, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 3: pk_gemm_tile(3, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				case 2: pk_gemm_tile(2, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
+				default: pk_gemm_tile(1, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy);
 				}
 			}
 		}
@@ -1065,6 +1092,11 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 #else
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc) {
+	return 0;
+}
+
+int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
 	return 0;
 }
 #endif

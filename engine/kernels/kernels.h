@@ -33,6 +33,8 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 	float *dq, float *dk, float *dv, long lo, long hi);
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc);
+int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy);
 void pk_axpy(float alpha, const float *x, float *y, long n);
 void pk_add(float *dst, const float *a, const float *b, long n);
 void pk_scale(float alpha, float *x, long n);

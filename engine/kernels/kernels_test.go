@@ -336,3 +336,46 @@ func TestSgemmInsideParallelFor(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearForward compares the fused linear layer with the float64
+// composition SgemmRef + bias (+ GELU), for the own kernel split by rows,
+// by columns and serial, and for the unfused path. Outputs are dot products
+// of k = 64 unit terms (size ~8), so as in TestSgemm 1e-5·(√k + |z|) bounds
+// the float32 error with margin; GELU has slope ≤ 1.13 and adds a few ulp.
+func TestLinearForward(t *testing.T) {
+	r := newRNG(29)
+	for _, own := range []bool{true, false} {
+		prev := setOwnGemm(own)
+		for _, sh := range [][3]int{{600, 256, 64}, {20, 1000, 64}, {5, 7, 3}} {
+			m, n, k := sh[0], sh[1], sh[2]
+			ldx := k + 2
+			x, w := randn64(r, m*ldx, 1), randn64(r, k*n, 1)
+			bias := randn64(r, n, 1)
+			for _, withBias := range []bool{true, false} {
+				for _, withGELU := range []bool{true, false} {
+					var b64, y64 []float64
+					var b32, y32 []float32
+					if withBias {
+						b64, b32 = bias, to32(bias)
+					}
+					z64 := make([]float64, m*n)
+					SgemmRef(false, false, m, n, k, 1, x, ldx, w, n, 0, z64, n)
+					if withGELU {
+						y64, y32 = make([]float64, m*n), make([]float32, m*n)
+						BiasGELUForwardRef(z64, m, n, b64, y64)
+					} else if withBias {
+						AddBiasRef(z64, m, n, b64)
+					}
+					z32 := make([]float32, m*n)
+					LinearForward(m, n, k, to32(x), ldx, to32(w), n, b32, z32, y32)
+					name := fmt.Sprintf("%d×%d×%d own=%v bias=%v gelu=%v", m, n, k, own, withBias, withGELU)
+					checkClose(t, name+" z", z32, z64, 1e-5, math.Sqrt(float64(k)))
+					if withGELU {
+						checkClose(t, name+" y", y32, y64, 1e-5, math.Sqrt(float64(k)))
+					}
+				}
+			}
+		}
+		setOwnGemm(prev)
+	}
+}
