@@ -99,13 +99,16 @@ type gemmArgs struct {
 // OpenBLAS.
 var ownGemm = true
 
+// haveOwnGemm: the C kernel exists only when compiled for AVX-512.
+var haveOwnGemm = C.pk_have_sgemm() != 0
+
 // ownGemmFits says whether pk_sgemm beats OpenBLAS on the product: skinny
 // ones (one of m, k at most 256, n at most 1024), as in the network. It
 // keeps a B panel of up to 384×n in L2 and streams A once, so it loses on
 // large squares (1024³: 97 against 154 GFLOP/s) and on row-major A with a
 // very long k (64×1024×13056: 58 against 68).
 func ownGemmFits(g *gemmArgs) bool {
-	return g.n <= 1024 && min(g.m, g.k) <= 256 && (g.transA || g.k <= 1024)
+	return haveOwnGemm && g.n <= 1024 && min(g.m, g.k) <= 256 && (g.transA || g.k <= 1024)
 }
 
 // call runs the product on the calling thread (one cgo call).

@@ -1089,7 +1089,10 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 	free(bp);
 	return 1;
 }
+int pk_have_sgemm(void) { return 1; }
 #else
+int pk_have_sgemm(void) { return 0; }
+
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc) {
 	return 0;

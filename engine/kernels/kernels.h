@@ -33,6 +33,9 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 	float *dq, float *dk, float *dv, long lo, long hi);
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc);
+// pk_have_sgemm reports whether pk_sgemm and pk_sgemm_ep are compiled in
+// (AVX-512); without it they decline every product.
+int pk_have_sgemm(void);
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
 	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy);
 void pk_axpy(float alpha, const float *x, float *y, long n);
