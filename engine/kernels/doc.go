@@ -20,7 +20,8 @@
 // default) the kernels are C code compiled with -O3 -march=native, and
 // Sgemm is an own AVX-512 kernel for skinny products (the network's: one of
 // m, k at most 256) and OpenBLAS's cblas_sgemm otherwise; without cgo Sgemm
-// is gonum's. Backend reports which.
+// is gonum's. Backend reports which. LinearForward fuses a linear layer's
+// bias and GELU into the product's epilogue when the own kernel applies.
 //
 // Threading policy. All parallelism belongs to this package: OpenBLAS runs
 // single-threaded and Sgemm splits each large product over the package's
