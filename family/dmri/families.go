@@ -5,6 +5,7 @@ import "github.com/prismsbi/prism/family"
 func init() {
 	family.Register("b3s", func() family.Family { return B3S() })
 	family.Register("bszt", func() family.Family { return BSZT() })
+	family.Register("bszt-conv", func() family.Family { return BSZTConv() })
 }
 
 // B3SAlpha is the informative B3S fraction prior Dirichlet(3.5, 1, 0.3, 0.1),
@@ -54,6 +55,42 @@ func BSZT() *Model {
 		Name:         "bszt",
 		Description:  "ball, 3 sticks, 3 zeppelins, 3 tensors, uniform fractions, Gaussian or Rician noise, dimension-penalised prior",
 		Compartments: comps,
+		Noise:        []Noise{Gaussian, Rician},
+		Alpha:        alpha,
+		MaskPrior:    family.DimPenalisedPrior{Dims: dims, NumNoise: 2, P0: family.DefaultP0, LambdaMax: family.DefaultLambdaMax},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// BSZTConvCompartments are the 19 signal compartments of bszt-conv in mask
+// order: the BSZT list, then Dot and the dispersed compartments.
+var BSZTConvCompartments = []Compartment{
+	Ball, Stick, Stick, Stick, Zeppelin, Zeppelin, Zeppelin, Tensor, Tensor, Tensor,
+	Dot, WatsonStick, WatsonZeppelin, BinghamStick, BinghamZeppelin,
+	NODDIWatson, NODDIBingham, SANDIWatson, SANDIBingham,
+}
+
+// BSZTConv returns the BSZT+conv family of the paper (§4.2.2, App. C.2;
+// reference class AllGaussianAndConvolvedModels): the BSZT compartments plus
+// Dot, Watson and Bingham sticks and zeppelins, NODDI and SANDI with Watson
+// and Bingham ODFs (19 compartments), Gaussian and Rician noise (C = 21),
+// uniform Dirichlet(1, …, 1) fractions and the dimension-penalised mask
+// prior. θ has 18 + 40 + 54 + 2 = 114 dimensions.
+func BSZTConv() *Model {
+	comps := BSZTConvCompartments
+	alpha := make([]float64, len(comps))
+	dims := make([]int, len(comps))
+	for k, c := range comps {
+		alpha[k] = 1
+		dims[k] = c.latents()
+	}
+	m, err := New(Spec{
+		Name:         "bszt-conv",
+		Description:  "bszt + dot, Watson/Bingham sticks and zeppelins, NODDI and SANDI (Watson, Bingham); uniform fractions, Gaussian or Rician noise, dimension-penalised prior",
+		Compartments: append([]Compartment(nil), comps...),
 		Noise:        []Noise{Gaussian, Rician},
 		Alpha:        alpha,
 		MaskPrior:    family.DimPenalisedPrior{Dims: dims, NumNoise: 2, P0: family.DefaultP0, LambdaMax: family.DefaultLambdaMax},

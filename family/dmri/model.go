@@ -32,9 +32,40 @@ const (
 	// MultiShellStick: Stick with the shared Gamma-distributed diffusivity;
 	// 2 latents (polar, azimuth).
 	MultiShellStick
+	// Dot: S ≡ 1 (fully restricted water); no latents.
+	Dot
+	// WatsonStick: Stick (d ~ U(0, 0.01)) averaged over a Watson ODF with
+	// axis μ uniform on the upper hemisphere and κ = 1/tan(ODI·π/2),
+	// ODI ~ U(0, 1); 4 latents (d, polar, azimuth, ODI).
+	WatsonStick
+	// WatsonZeppelin: Zeppelin with d∥ ~ U(0, 0.003), d⊥ ~ U(0, d∥) (paper
+	// table) averaged over a Watson ODF; 5 latents.
+	WatsonZeppelin
+	// BinghamStick: Stick averaged over a Bingham ODF (κ as Watson,
+	// β = β_frac·κ, β_frac ~ U(0, 1), second axis at angle ψ ~ U(0, π)
+	// about μ); 6 latents (d, polar, azimuth, ODI, β_frac, ψ).
+	BinghamStick
+	// BinghamZeppelin: Zeppelin (d∥, d⊥ ~ U(0, 0.01) independently)
+	// averaged over a Bingham ODF; 7 latents.
+	BinghamZeppelin
+	// NODDIWatson: f·WatsonStick(λ∥) + (1−f)·WatsonZeppelin(λ∥, λ⊥) with a
+	// common ODF, f ~ U(0, 1), λ∥, λ⊥ ~ U(0, 0.01); 6 latents
+	// (f, λ∥, λ⊥, polar, azimuth, ODI).
+	NODDIWatson
+	// NODDIBingham: NODDI with a Bingham ODF; 8 latents.
+	NODDIBingham
+	// SANDIWatson: (1−f_ec)[f_in·WatsonStick(λ∥in) + (1−f_in)·1] +
+	// f_ec·WatsonZeppelin(λ∥ex, λ⊥ex), f_in, f_ec ~ U(0, 1), diffusivities
+	// U(0, 0.01); 8 latents (f_in, f_ec, λ∥in, λ⊥ex, λ∥ex, polar, azimuth,
+	// ODI).
+	SANDIWatson
+	// SANDIBingham: SANDI with a Bingham ODF; 10 latents.
+	SANDIBingham
 )
 
-var compartmentNames = [...]string{"Ball", "Stick", "Zeppelin", "Tensor", "MultiShellBall", "MultiShellStick"}
+var compartmentNames = [...]string{"Ball", "Stick", "Zeppelin", "Tensor", "MultiShellBall", "MultiShellStick",
+	"Dot", "WatsonStick", "WatsonZeppelin", "BinghamStick", "BinghamZeppelin", "NODDIWatson", "NODDIBingham",
+	"SANDIWatson", "SANDIBingham"}
 
 func (c Compartment) String() string {
 	if c >= 0 && int(c) < len(compartmentNames) {
@@ -58,6 +89,15 @@ func (c Compartment) latents() int {
 		return 0
 	case MultiShellStick:
 		return 2
+	case Dot:
+		return 0
+	}
+	if k := c.kernelLatents(); k > 0 {
+		n := k + 3 // + polar, azimuth, ODI
+		if c.bingham() {
+			n += 2 // β_frac, ψ
+		}
+		return n
 	}
 	panic("dmri: unknown compartment " + c.String())
 }
@@ -91,7 +131,7 @@ const (
 	snrMax     = 80.0
 	// maxCompartments bounds the number of signal compartments so that the
 	// per-call scratch space fits on the stack.
-	maxCompartments = 16
+	maxCompartments = 24
 	// ricianFloor is the smallest observation the Rician likelihood uses;
 	// smaller (zero or negative) values are raised to it, as the reference
 	// implementation does (reference-spec §2.2).
@@ -153,7 +193,7 @@ func New(spec Spec) (*Model, error) {
 	seen := map[Compartment]int{}
 	simplex := make([]int, nc)
 	for k, c := range spec.Compartments {
-		if c < Ball || c > MultiShellStick {
+		if c < Ball || c > SANDIBingham {
 			return nil, fmt.Errorf("dmri: %s: unknown compartment %d", spec.Name, int(c))
 		}
 		simplex[k] = k
@@ -210,8 +250,10 @@ func compartmentParams(c Compartment) []family.Param {
 		return nil
 	case MultiShellStick:
 		return []family.Param{theta, phi}
+	case Dot:
+		return nil
 	}
-	return nil
+	return dispersedParams(c, theta, phi)
 }
 
 var tensorNames = [6]string{"Dxx", "Dxy", "Dxz", "Dyy", "Dyz", "Dzz"}
@@ -240,6 +282,7 @@ type compState struct {
 	n        [3]float64 // fibre direction
 	dn1, dn2 [3]float64 // ∂n/∂z_polar, ∂n/∂z_azimuth
 	D        [3][3]float64
+	disp     dispState // dispersed compartments
 }
 
 // state is θ decoded for one mask. It lives on the stack of the caller.
@@ -287,6 +330,9 @@ func (m *Model) decode(theta []float64, mask []bool, st *state) {
 			cs.D = family.CholeskyTensor(z[:6])
 		case MultiShellStick:
 			orientation(z[0], z[1], cs)
+		case Dot, MultiShellBall:
+		default:
+			decodeDispersed(c, z, cs)
 		}
 	}
 	st.noise = -1
@@ -395,6 +441,16 @@ func (m *Model) forward(d family.Design, st *state, out []float64) {
 				r := cov[4*j : 4*j+4]
 				gn := r[1]*n[0] + r[2]*n[1] + r[3]*n[2]
 				out[j] += f * math.Exp(-gammaE(r[0]*gn*gn, st.md, st.ms))
+			}
+		case Dot:
+			for j := range out {
+				out[j] += f
+			}
+		default:
+			ds := &cs.disp
+			for j := range out {
+				r := cov[4*j : 4*j+4]
+				out[j] += f * ds.signal(r[0], [3]float64{r[1], r[2], r[3]}, nil)
 			}
 		}
 	}
@@ -508,6 +564,8 @@ func (m *Model) logLikGrad(d family.Design, x, theta []float64, mask []bool, st 
 		gsg      float64 // σ
 		// Per-measurement scratch: signal and ∂E/∂(param) of S_k = e^{−E}.
 		sk, e1, e2, en, esd, ess [maxCompartments]float64
+		dg                       [maxCompartments]dispGrad // dispersed compartments
+		ga                       [maxCompartments]dispAcc
 	)
 	sg := st.sigma
 	s2 := sg * sg
@@ -548,6 +606,11 @@ func (m *Model) logLikGrad(d family.Design, x, theta []float64, mask []bool, st 
 				var dc float64
 				e, esd[k], ess[k], dc = gammaExponent(b, gn*gn, st.md, st.ms)
 				en[k] = dc * 2 * gn
+			case Dot:
+			default:
+				sk[k] = cs.disp.signal(b, g, &dg[k])
+				s += st.frac[k] * sk[k]
+				continue
 			}
 			sk[k] = math.Exp(-e)
 			s += st.frac[k] * sk[k]
@@ -603,6 +666,9 @@ func (m *Model) logLikGrad(d family.Design, x, theta []float64, mask []bool, st 
 				gmd += w * esd[k]
 				gms += w * ess[k]
 				addScaled(&gn[k], w*en[k], g)
+			case Dot:
+			default:
+				st.c[k].disp.accumulate(dS*st.frac[k], &dg[k], &ga[k])
 			}
 		}
 	}
@@ -639,6 +705,9 @@ func (m *Model) logLikGrad(d family.Design, x, theta []float64, mask []bool, st 
 		case MultiShellStick:
 			grad[o] = dot(gn[k], cs.dn1)
 			grad[o+1] = dot(gn[k], cs.dn2)
+		case Dot, MultiShellBall:
+		default:
+			cs.disp.latentGrad(c, cs, &ga[k], grad[o:o+c.latents()])
 		}
 	}
 	grad[m.layout.Blocks[m.nc+st.noise].Offset] = gsg * st.dsg

@@ -47,6 +47,9 @@ func (m *Model) Natural(theta []float64, mask []bool) family.Params {
 			}
 		case MultiShellStick:
 			v["theta"], v["phi"], _, _ = family.Hemisphere(z[0], z[1])
+		case Dot, MultiShellBall:
+		default:
+			dispersedNatural(c, cs, z, v)
 		}
 		p.Components[k] = v
 	}
@@ -188,6 +191,9 @@ func compartmentLatent(c Compartment, v map[string]float64, z []float64) error {
 		err = tensorLatent(D, z[:6])
 	case MultiShellStick:
 		z[0], z[1], err = directionLatent(v["theta"], v["phi"])
+	case Dot, MultiShellBall:
+	default:
+		err = dispersedLatent(c, v, z)
 	}
 	return err
 }
