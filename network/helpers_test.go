@@ -1,0 +1,49 @@
+package network
+
+import (
+	"math"
+	"testing"
+
+	"github.com/prismsbi/prism/family"
+	_ "github.com/prismsbi/prism/family/dmri"
+	_ "github.com/prismsbi/prism/family/lingauss"
+	_ "github.com/prismsbi/prism/family/symbolic"
+)
+
+// tinyConfig is a network small enough for fast tests.
+func tinyConfig(f family.Family) Config {
+	c := DefaultConfig(f)
+	c.ModelDim, c.Heads, c.HeadDim, c.MLPWidth = 16, 2, 8, 2
+	c.EncoderLayers, c.MaskLayers, c.ParamLayers = 1, 2, 2
+	c.LambdaEmbed, c.NoiseEmbed, c.BEmbed = 8, 8, 6
+	return c
+}
+
+func lookup(t testing.TB, name string) family.Family {
+	t.Helper()
+	f, err := family.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func newNet(t testing.TB, name string, cfg func(family.Family) Config, seed uint64) *Net {
+	t.Helper()
+	f := lookup(t, name)
+	n, err := New(f, cfg(f), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// simulate draws b samples of stream seed with λ ~ U(0, 1).
+func simulate(f family.Family, seed uint64, start uint64, b int) []family.Sample {
+	s := make([]family.Sample, b)
+	family.SimulateBatch(f, family.SimOptions{Seed: seed, Lambda: math.NaN()}, start, s)
+	return s
+}
+
+// families lists every registered family the tests run on.
+var families = []string{"lingauss-k6", "symbolic-k15", "symbolic-k100", "b3s", "bszt"}

@@ -1,0 +1,169 @@
+package network
+
+import "github.com/prismsbi/prism/engine"
+
+// gatherIdx holds the index tables that move parameter values between the
+// flat latent layout [B, DMax] and the token layout, for one batch size B.
+// The per-token linear maps run as one batched product over tokens, so the
+// token axis leads there: values are gathered into [T, B, dPad] (slots past
+// a token's size read a zero), encoded to [T, B, D], transposed to
+// [B, T, D] for the transformer, transposed back and decoded to
+// [T, B, dPad], and gathered into [B, DMax]. Every move is an Embedding
+// (gather) whose backward scatter-adds, so gradients reach θ_σ exactly.
+type gatherIdx struct {
+	in   []int32 // [T, B, dPad] → row of the [B·DMax + 1, 1] value table
+	toBT []int32 // [B, T] → row of the [T·B, D] token table
+	toTB []int32 // [T, B] → row of the [B·T, D] token table
+	out  []int32 // [B, DMax] → row of the [T·B·dPad, 1] output table
+}
+
+// gatherFor returns the index tables for batch size b (cached).
+func (n *Net) gatherFor(b int) *gatherIdx {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if gi, ok := n.gathers[b]; ok {
+		return gi
+	}
+	t, dp, dm := len(n.tokens), n.dPad, n.dmax
+	gi := &gatherIdx{
+		in:   make([]int32, t*b*dp),
+		toBT: make([]int32, b*t),
+		toTB: make([]int32, t*b),
+		out:  make([]int32, b*dm),
+	}
+	for ti, tk := range n.tokens {
+		for s := range b {
+			for j := range dp {
+				src := b * dm // the zero row
+				if j < tk.Size {
+					src = s*dm + tk.Off + j
+				}
+				gi.in[(ti*b+s)*dp+j] = int32(src)
+			}
+			gi.toBT[s*t+ti] = int32(ti*b + s)
+			gi.toTB[ti*b+s] = int32(s*t + ti)
+			for j := range tk.Size {
+				gi.out[s*dm+tk.Off+j] = int32((ti*b+s)*dp + j)
+			}
+		}
+	}
+	n.gathers[b] = gi
+	return gi
+}
+
+// padTo appends zeros to x along axis until it has size to there.
+func padTo(g *engine.Graph, x *engine.Tensor, axis, to int) *engine.Tensor {
+	if x.Shape[axis] == to {
+		return x
+	}
+	shape := append([]int(nil), x.Shape...)
+	shape[axis] = to - x.Shape[axis]
+	return g.Concat(axis, x, g.Zeros(shape...))
+}
+
+// tokenWeights assembles, for the current parameters, the per-token
+// identities [T, 1, D], value encoders [T, dPad, D], decoders [T, D, dPad]
+// and decoder biases [T, 1, dPad] (zero-padded; fraction tokens share one
+// encoder and decoder).
+func (n *Net) tokenWeights(g *engine.Graph) (ids, enc, dec, decB *engine.Tensor) {
+	d, dp, t := n.cfg.ModelDim, n.dPad, len(n.tokens)
+	idParts := make([]*engine.Tensor, 0, 3)
+	encs := make([]*engine.Tensor, 0, t)
+	decs := make([]*engine.Tensor, 0, t)
+	bs := make([]*engine.Tensor, 0, t)
+	if n.nFrac > 0 {
+		idParts = append(idParts, n.fracID)
+		e := padTo(g, g.Reshape(n.fracEnc, 1, 1, d), 1, dp)
+		w := padTo(g, g.Reshape(n.fracDec, 1, d, 1), 2, dp)
+		b := padTo(g, g.Reshape(n.fracDecB, 1, 1, 1), 2, dp)
+		for range n.nFrac {
+			encs, decs, bs = append(encs, e), append(decs, w), append(bs, b)
+		}
+	}
+	if n.nShared > 0 {
+		idParts = append(idParts, n.sharedID)
+		encs = append(encs, padTo(g, g.Reshape(n.sharedEnc, 1, n.nShared, d), 1, dp))
+		decs = append(decs, padTo(g, g.Reshape(n.sharedDec, 1, d, n.nShared), 2, dp))
+		bs = append(bs, padTo(g, g.Reshape(n.sharedDcB, 1, 1, n.nShared), 2, dp))
+	}
+	if len(n.compEnc) > 0 {
+		idx := make([]int32, 0, len(n.compEnc))
+		for _, tk := range n.tokens {
+			if tk.Kind == componentToken {
+				idx = append(idx, int32(tk.Index))
+			}
+		}
+		idParts = append(idParts, g.Embedding(n.id, idx, len(idx)))
+		for i, w := range n.compEnc {
+			dk := w.Shape[0]
+			encs = append(encs, padTo(g, g.Reshape(w, 1, dk, d), 1, dp))
+			decs = append(decs, padTo(g, g.Reshape(n.compDec[i], 1, d, dk), 2, dp))
+			bs = append(bs, padTo(g, g.Reshape(n.compDecB[i], 1, 1, dk), 2, dp))
+		}
+	}
+	ids = idParts[0]
+	if len(idParts) > 1 {
+		ids = g.Concat(0, idParts...)
+	}
+	return g.Reshape(ids, t, 1, d), g.Concat(0, encs...), g.Concat(0, decs...), g.Concat(0, bs...)
+}
+
+// paramForward is the parameter decoder's network F: it tokenizes the
+// preconditioned values thIn = c_in·θ_σ [B, DMax], runs the diffusion
+// transformer under the block attention mask with AdaLN on the Fourier
+// embedding of cNoise [B, 1] and cross-attention to enc [Be, Tk, D]
+// (B a multiple of Be), and decodes every token back to [B, DMax].
+func (n *Net) paramForward(g *engine.Graph, enc, thIn, cNoise *engine.Tensor, mask engine.Mask) *engine.Tensor {
+	b, t, d, dp, dm := thIn.Shape[0], len(n.tokens), n.cfg.ModelDim, n.dPad, n.dmax
+	gi := n.gatherFor(b)
+	ids, wEnc, wDec, bDec := n.tokenWeights(g)
+	table := g.Concat(0, g.Reshape(thIn, b*dm, 1), g.Zeros(1, 1))
+	vals := g.Reshape(g.Embedding(table, gi.in, t, b, dp), t, b, dp)
+	tok := g.Add(g.MatMul(vals, wEnc, false, false), ids) // [T, B, D]
+	x := g.Embedding(g.Reshape(tok, t*b, d), gi.toBT, b, t)
+	mods := n.pdec.modulations(g, cNoise)
+	kv := n.pdec.crossKV(g, enc)
+	h := n.pdec.decode(g, n.cfg.Heads, x, mods, kv, mask)
+	hT := g.Embedding(g.Reshape(h, b*t, d), gi.toTB, t, b)
+	o := g.Add(g.MatMul(hT, wDec, false, false), bDec) // [T, B, dPad]
+	return g.Reshape(g.Embedding(g.Reshape(o, t*b*dp, 1), gi.out, b, dm), b, dm)
+}
+
+// maskTokens returns the model decoder's position embeddings [C, D]:
+// position i is [c_{i−1}, c_i] with c_j = Linear(D → D/2)(id_j) and a
+// learned start vector in place of c_{−1} (reference-spec §3.5, PPP).
+func (n *Net) maskTokens(g *engine.Graph) *engine.Tensor {
+	cv := g.Linear(n.id, n.mcW, n.mcB)
+	prev := n.mStart
+	if n.c > 1 {
+		prev = g.Concat(0, n.mStart, g.Slice(cv, 0, 0, n.c-1))
+	}
+	return g.Concat(-1, prev, cv)
+}
+
+// maskBitsIn writes the model decoder's bit-embedding indices for one mask
+// into dst (length C): position 0 reads the start row (2), position i > 0
+// the bit M_{i−1}. Position i therefore sees the identities of components
+// ≤ i and the bits of components < i, never its own target.
+func maskBitsIn(mask []bool, dst []int32) {
+	dst[0] = 2
+	for i := 1; i < len(dst); i++ {
+		dst[i] = 0
+		if mask[i-1] {
+			dst[i] = 1
+		}
+	}
+}
+
+// maskForward returns the model decoder's logits [B, C, 1] for the masks
+// encoded in bitsIn ([B, C], see maskBitsIn) under causal self-attention,
+// AdaLN on the Fourier embedding of lam [B, 1] and cross-attention to enc
+// [Be, Tk, D].
+func (n *Net) maskForward(g *engine.Graph, enc, lam *engine.Tensor, bitsIn []int32) *engine.Tensor {
+	b := lam.Shape[0]
+	x := g.Add(g.Embedding(n.bit, bitsIn, b, n.c), n.maskTokens(g))
+	mods := n.mdec.modulations(g, lam)
+	kv := n.mdec.crossKV(g, enc)
+	h := n.mdec.decode(g, n.cfg.Heads, x, mods, kv, n.causalMask)
+	return g.Linear(h, n.mHeadW, n.mHeadB)
+}
