@@ -1,0 +1,265 @@
+package train
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/prismsbi/prism/engine/optim"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/network"
+)
+
+// Config is everything that determines a training run. It is read from YAML
+// (LoadConfig) and stored as JSON in every checkpoint (config.json), so a
+// resumed run uses exactly the configuration it started with. Field names
+// are the same in both formats.
+type Config struct {
+	// Family is the model family's registry name (family.Lookup).
+	Family string `json:"family" yaml:"family"`
+	// Seed fixes everything random: the initial weights, the training and
+	// validation simulation streams and the network's training noise.
+	Seed uint64 `json:"seed" yaml:"seed"`
+	// BatchSize is the number of simulations per design stream and step.
+	BatchSize int `json:"batch_size" yaml:"batch_size"`
+	// Steps is the number of optimiser steps to train for in total
+	// (counting from step 0, also across resumes); 0 means no step limit
+	// (Minutes must then be set).
+	Steps int `json:"steps" yaml:"steps"`
+	// Minutes limits the wall time of one invocation (not the total across
+	// resumes); 0 means no time limit. With both Steps and Minutes set,
+	// training stops at whichever comes first.
+	Minutes float64 `json:"minutes" yaml:"minutes"`
+	// CheckpointMinutes is the wall time between checkpoints. A checkpoint
+	// is also written at the start (step 0) and at the end.
+	CheckpointMinutes float64 `json:"checkpoint_minutes" yaml:"checkpoint_minutes"`
+	// CheckpointEvery additionally checkpoints every so many steps (0: only
+	// by time). Useful for short runs and tests.
+	CheckpointEvery int `json:"checkpoint_every" yaml:"checkpoint_every"`
+	// LogEvery is the number of steps averaged into one line of log.jsonl.
+	LogEvery int `json:"log_every" yaml:"log_every"`
+	// Validation configures the fixed simulated validation set.
+	Validation ValidationConfig `json:"validation" yaml:"validation"`
+	// Designs lists the design streams (arguments of family.Designs). Each
+	// step draws one batch of BatchSize simulations from every stream and
+	// averages the streams' losses. Empty means one stream with the
+	// family's default design ("").
+	Designs []string `json:"designs" yaml:"designs"`
+	// Prefetch is the number of steps' worth of batches simulated ahead of
+	// the optimiser (at least SimWorkers).
+	Prefetch int `json:"prefetch" yaml:"prefetch"`
+	// SimWorkers is the number of simulator goroutines.
+	SimWorkers int `json:"sim_workers" yaml:"sim_workers"`
+	// Network is the network configuration; keys given in YAML override
+	// network.DefaultConfig(family).
+	Network network.Config `json:"network" yaml:"-"`
+	// Optimizer holds the optimiser hyperparameters.
+	Optimizer OptimConfig `json:"optimizer" yaml:"optimizer"`
+}
+
+// ValidationConfig describes the validation set: Size simulations per
+// design stream, drawn once from a seed stream disjoint from training, and
+// evaluated every Every steps (0 disables validation).
+type ValidationConfig struct {
+	Size  int `json:"size" yaml:"size"`
+	Every int `json:"every" yaml:"every"`
+}
+
+// OptimConfig mirrors optim.Config with snake_case keys.
+type OptimConfig struct {
+	LR        float64 `json:"lr" yaml:"lr"`
+	Beta1     float64 `json:"beta1" yaml:"beta1"`
+	Beta2     float64 `json:"beta2" yaml:"beta2"`
+	Eps       float64 `json:"eps" yaml:"eps"`
+	Threshold float64 `json:"threshold" yaml:"threshold"`
+	Clip      float64 `json:"clip" yaml:"clip"`
+	ClipEps   float64 `json:"clip_eps" yaml:"clip_eps"`
+	EMADecay  float64 `json:"ema_decay" yaml:"ema_decay"`
+}
+
+// optim converts to the engine's configuration.
+func (o OptimConfig) optim() optim.Config {
+	return optim.Config{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, Threshold: o.Threshold,
+		Clip: o.Clip, ClipEps: o.ClipEps, EMADecay: o.EMADecay}
+}
+
+func optimFromEngine(c optim.Config) OptimConfig {
+	return OptimConfig{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Threshold: c.Threshold,
+		Clip: c.Clip, ClipEps: c.ClipEps, EMADecay: c.EMADecay}
+}
+
+// DefaultConfig returns the defaults for family f: batch 256, checkpoints
+// every 5 minutes, a log line every 10 steps, 1024 validation simulations
+// per stream every 500 steps, 4 steps of prefetch on one simulator
+// goroutine, network.DefaultConfig(f) and optim.DefaultConfig() (RAdam 5e-4,
+// AGC 2.0, EMA 0.999). Neither Steps nor Minutes is set.
+func DefaultConfig(f family.Family) Config {
+	return Config{
+		Family:            f.Name(),
+		BatchSize:         256,
+		CheckpointMinutes: 5,
+		LogEvery:          10,
+		Validation:        ValidationConfig{Size: 1024, Every: 500},
+		Prefetch:          4,
+		SimWorkers:        1,
+		Network:           network.DefaultConfig(f),
+		Optimizer:         optimFromEngine(optim.DefaultConfig()),
+	}
+}
+
+// Validate checks the configuration against family f (design names are
+// resolved, the network configuration is left to network.New).
+func (c *Config) Validate(f family.Family) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Family != f.Name() {
+		bad("family %q does not match %q", c.Family, f.Name())
+	}
+	if c.BatchSize < 1 {
+		bad("batch_size %d must be positive", c.BatchSize)
+	}
+	if c.Steps < 0 {
+		bad("steps %d is negative", c.Steps)
+	}
+	if !(c.Minutes >= 0) || math.IsInf(c.Minutes, 0) {
+		bad("minutes %v must be non-negative and finite", c.Minutes)
+	}
+	if c.Steps == 0 && c.Minutes == 0 {
+		bad("set steps or minutes (or both) to bound the run")
+	}
+	if !(c.CheckpointMinutes > 0) {
+		bad("checkpoint_minutes %v must be positive", c.CheckpointMinutes)
+	}
+	if c.CheckpointEvery < 0 {
+		bad("checkpoint_every %d is negative", c.CheckpointEvery)
+	}
+	if c.LogEvery < 1 {
+		bad("log_every %d must be positive", c.LogEvery)
+	}
+	if c.Validation.Size < 0 || c.Validation.Every < 0 {
+		bad("validation size %d and every %d must be non-negative", c.Validation.Size, c.Validation.Every)
+	}
+	if c.Validation.Every > 0 && c.Validation.Size == 0 {
+		bad("validation.every %d needs a positive validation.size", c.Validation.Every)
+	}
+	if c.SimWorkers < 1 {
+		bad("sim_workers %d must be positive", c.SimWorkers)
+	}
+	if c.Prefetch < c.SimWorkers {
+		bad("prefetch %d must be at least sim_workers %d", c.Prefetch, c.SimWorkers)
+	}
+	seen := map[string]bool{}
+	for _, d := range c.streams() {
+		if seen[d] {
+			bad("design stream %q listed twice", d)
+		}
+		seen[d] = true
+		if _, err := f.Designs(d); err != nil {
+			bad("designs: %w", err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("train: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// streams returns the design stream names (at least one).
+func (c *Config) streams() []string {
+	if len(c.Designs) == 0 {
+		return []string{""}
+	}
+	return c.Designs
+}
+
+// yamlConfig is Config as read from YAML: the network section is kept as a
+// node and merged into the family's defaults through JSON, so that its keys
+// are exactly network.Config's JSON names.
+type yamlConfig struct {
+	Config  `yaml:",inline"`
+	Network yaml.Node `yaml:"network"`
+}
+
+// LoadConfig reads a YAML training configuration. Keys that are not set
+// keep the defaults of DefaultConfig for the family named in the file, or
+// for familyName when the file names none; a file naming a different
+// family than a non-empty familyName is an error. Unknown keys are errors.
+func LoadConfig(path, familyName string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("train: %w", err)
+	}
+	c, err := ParseConfig(data, familyName)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return c, nil
+}
+
+// ParseConfig is LoadConfig for YAML in memory.
+func ParseConfig(data []byte, familyName string) (Config, error) {
+	// First pass: find the family, to know the defaults.
+	var head struct {
+		Family string `yaml:"family"`
+	}
+	if err := yaml.Unmarshal(data, &head); err != nil {
+		return Config{}, fmt.Errorf("train: config: %w", err)
+	}
+	name := head.Family
+	switch {
+	case name == "" && familyName == "":
+		return Config{}, errors.New("train: config names no family (set family: or pass --family)")
+	case name == "":
+		name = familyName
+	case familyName != "" && familyName != name:
+		return Config{}, fmt.Errorf("train: config is for family %q, not %q", name, familyName)
+	}
+	f, err := family.Lookup(name)
+	if err != nil {
+		return Config{}, fmt.Errorf("train: config: %w", err)
+	}
+	yc := yamlConfig{Config: DefaultConfig(f)}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&yc); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("train: config: %w", err)
+	}
+	c := yc.Config
+	c.Family = name
+	if yc.Network.Kind != 0 {
+		var generic any
+		if err := yc.Network.Decode(&generic); err != nil {
+			return Config{}, fmt.Errorf("train: config: network: %w", err)
+		}
+		if generic != nil {
+			js, err := json.Marshal(generic)
+			if err != nil {
+				return Config{}, fmt.Errorf("train: config: network: %w", err)
+			}
+			if err := decodeStrictJSON(js, &c.Network); err != nil {
+				return Config{}, fmt.Errorf("train: config: network (line %d): %w", yc.Network.Line, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// decodeStrictJSON decodes data into v, refusing unknown fields and
+// trailing data.
+func decodeStrictJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
