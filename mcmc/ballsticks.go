@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/family/dmri"
 )
 
 // MaxFibres is the largest number of sticks the sampler supports.
@@ -306,10 +305,22 @@ func (sm *Sampler) priorEnergy(x *[pFibre + 3*MaxFibres]float64) float64 {
 	return e
 }
 
+// gammaShape returns the shape k = (d/s)² and scale q = s²/d of the Gamma
+// diffusivity law, in terms of which the compartment signal is
+// G(b, c) = (1 + b c q)^−k = exp(−k·log1p(b c q)). This is
+// dmri.GammaSignal for d, s > 0 (which the prior guarantees) with the
+// per-(d, s) work hoisted out of the loop over measurements; it stays
+// accurate for s → 0 because log1p is accurate for small arguments.
+func gammaShape(d, s float64) (k, q float64) {
+	r := d / s
+	return r * r, s * s / d
+}
+
 // compartments evaluates the ball and stick signals for (d, d_std).
 func (sm *Sampler) compartments(d, dstd float64, ball []float64, stick *[MaxFibres][]float64) {
+	k, q := gammaShape(d, dstd)
 	for j, b := range sm.b {
-		ball[j] = dmri.GammaSignal(b, 1, d, dstd)
+		ball[j] = math.Exp(-k * math.Log1p(b*q))
 	}
 	for i := 0; i < sm.set.Fibres; i++ {
 		sm.stickSignal(direction(sm.x[pFibre+3*i+1], sm.x[pFibre+3*i+2]), d, dstd, stick[i])
@@ -318,10 +329,11 @@ func (sm *Sampler) compartments(d, dstd float64, ball []float64, stick *[MaxFibr
 
 // stickSignal evaluates one stick with direction n.
 func (sm *Sampler) stickSignal(n [3]float64, d, dstd float64, out []float64) {
+	k, q := gammaShape(d, dstd)
 	for j, b := range sm.b {
 		gj := &sm.g[j]
 		c := gj[0]*n[0] + gj[1]*n[1] + gj[2]*n[2]
-		out[j] = dmri.GammaSignal(b, c*c, d, dstd)
+		out[j] = math.Exp(-k * math.Log1p(b*c*c*q))
 	}
 }
 

@@ -11,7 +11,7 @@
 //
 // the mono-exponential exp(−b c D) averaged over a Gamma-distributed
 // diffusivity with mean d and standard deviation d_std (the same signal as
-// the b3s family of family/dmri, evaluated with dmri.GammaSignal), with
+// the b3s family of family/dmri; tested against it), with
 // stick directions n_i = (sin θ_i cos φ_i, sin θ_i sin φ_i, cos θ_i).
 //
 // Sampler (per voxel, Metropolis-within-Gibbs, one "jump" = one sweep over
