@@ -1,0 +1,81 @@
+package nifti
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestParallelGzip checks that the parallel writer emits exactly one
+// standard gzip member that decodes (with CRC and length verified by
+// compress/gzip) to the input, at sizes around the chunk boundaries, and
+// that splitting costs little compression.
+func TestParallelGzip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	// Half noise, half a repeating pattern whose repeats cross chunk
+	// boundaries, so the 32 KiB dictionaries matter.
+	mk := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			if (i/4096)%2 == 0 {
+				b[i] = byte(r.Uint32() & 0x0f)
+			} else {
+				b[i] = byte(i % 251)
+			}
+		}
+		return b
+	}
+	for _, n := range []int{0, 1, 1<<20 - 1, 1 << 20, 1<<20 + 1, 7 << 19, 9 << 20} {
+		data := mk(n)
+		var buf bytes.Buffer
+		if err := writeGzip(&buf, data, -1); err != nil {
+			t.Fatal(err)
+		}
+		br := bytes.NewReader(buf.Bytes()) // an io.ByteReader: gzip reads no further than it needs
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr.Multistream(false)
+		got, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("n=%d: decoded %d bytes that differ from the input", n, len(got))
+		}
+		if br.Len() != 0 {
+			t.Fatalf("n=%d: %d bytes follow the first gzip member", n, br.Len())
+		}
+		seq := gzipBytes(t, data)
+		// Each extra chunk costs a sync marker and a fresh Huffman table:
+		// allow 1% plus 1 KiB per chunk over the sequential size.
+		chunks := n/max(1<<20, (n+15)/16) + 1
+		if limit := len(seq) + len(seq)/100 + 1024*chunks; buf.Len() > limit {
+			t.Errorf("n=%d: parallel output %d bytes, sequential %d", n, buf.Len(), len(seq))
+		}
+	}
+}
+
+// TestMultiMemberGzip checks that an image split across several
+// concatenated gzip members (as written by some parallel compressors) is
+// read whole.
+func TestMultiMemberGzip(t *testing.T) {
+	ti := validImage(1)
+	img := buildImage(ti)
+	var cat []byte
+	for _, part := range [][]byte{img[:100], img[100:370], img[370:]} {
+		cat = append(cat, gzipBytes(t, part)...)
+	}
+	v, err := Decode("multi.nii.gz", cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode("single.nii", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkData(t, v.Data, want.Data)
+}
