@@ -43,6 +43,7 @@ func TestFamiliesRegistered(t *testing.T) {
 	}{
 		{"b3s", 5, 12, 1, 2, 4, "MultiShellStick2"},
 		{"bszt", 12, 51, 2, 0, 10, "Zeppelin2"},
+		{"bszt-conv", 21, 114, 2, 0, 19, "NODDIBingham"},
 	} {
 		f, err := family.Lookup(tc.name)
 		if err != nil {
@@ -208,7 +209,7 @@ func TestForwardBSZTClosedForm(t *testing.T) {
 // TestInactiveCompartmentsIgnored puts NaN into every inactive latent: the
 // forward model, simulation and likelihood must not see them.
 func TestInactiveCompartmentsIgnored(t *testing.T) {
-	for _, f := range []*Model{B3S(), BSZT()} {
+	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
 		r := rand.New(rand.NewPCG(1, 2))
 		des := UKBDesign()
 		theta := make([]float64, f.layout.DMax)
@@ -250,7 +251,7 @@ func TestInactiveCompartmentsIgnored(t *testing.T) {
 // ulps in the bulk), 1e−7 absolute on latents (Φ⁻¹ amplifies rounding in
 // the tails by 1/φ(z) ≤ 1e4 for |z| ≤ 4).
 func TestNaturalLatentRoundTrip(t *testing.T) {
-	for _, f := range []*Model{B3S(), BSZT()} {
+	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
 		r := rand.New(rand.NewPCG(3, 4))
 		theta := make([]float64, f.layout.DMax)
 		active := make([]bool, f.layout.DMax)
