@@ -2,7 +2,10 @@ package network
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/prismsbi/prism/engine"
 
 	"github.com/prismsbi/prism/family"
 	_ "github.com/prismsbi/prism/family/dmri"
@@ -47,3 +50,28 @@ func simulate(f family.Family, seed uint64, start uint64, b int) []family.Sample
 
 // families lists every registered family the tests run on.
 var families = []string{"lingauss-k6", "symbolic-k15", "symbolic-k100", "b3s", "bszt"}
+
+// perturbParams adds N(0, std²) noise to every parameter, so that the
+// zero-initialised decoders and AdaLN layers take part in the tests.
+func perturbParams(n *Net, std float64, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	for _, p := range n.Params().All() {
+		for i := range p.Data {
+			p.Data[i] += float32(std * r.NormFloat64())
+		}
+	}
+}
+
+// encodeSamples encodes the observations of samples on g.
+func encodeSamples(t testing.TB, n *Net, g *engine.Graph, s []family.Sample) *engine.Tensor {
+	t.Helper()
+	obs := make([]Observation, len(s))
+	for i := range s {
+		obs[i] = Observation{Design: s[i].Design, X: s[i].X}
+	}
+	enc, err := n.Encode(g, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
+}

@@ -1,0 +1,235 @@
+package network
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/prismsbi/prism/engine"
+)
+
+// sampleRows is the number of masks SampleMasks decodes at once.
+const sampleRows = 256
+
+// rowsPerObs checks that b query rows can be split evenly over the
+// encoder's observations and returns how many rows each observation gets.
+func rowsPerObs(enc *engine.Tensor, b int) (int, error) {
+	if enc.Rank() != 3 {
+		return 0, fmt.Errorf("network: encoder tokens must be [B, T, D], got %v", enc.Shape)
+	}
+	be := enc.Shape[0]
+	if be == 0 || b == 0 || b%be != 0 {
+		return 0, fmt.Errorf("network: %d rows cannot be split evenly over %d encoded observations", b, be)
+	}
+	return b / be, nil
+}
+
+// MaskLogits returns the model decoder's logits [B, C] for the given masks
+// under teacher forcing: logit i is the log-odds of M_i given M_{<i}, x and
+// λ, so one pass scores every mask exactly (see MaskLogProb). enc holds Be
+// encoded observations and len(masks) = B must be a multiple of Be: rows
+// s·B/Be … (s+1)·B/Be − 1 belong to observation s.
+func (n *Net) MaskLogits(g *engine.Graph, enc *engine.Tensor, lambda float64, masks [][]bool) (*engine.Tensor, error) {
+	b := len(masks)
+	if _, err := rowsPerObs(enc, b); err != nil {
+		return nil, err
+	}
+	bits := make([]int32, b*n.c)
+	lam := make([]float32, b)
+	for i, m := range masks {
+		if len(m) != n.c {
+			return nil, fmt.Errorf("network: mask %d has %d entries, want %d", i, len(m), n.c)
+		}
+		maskBitsIn(m, bits[i*n.c:(i+1)*n.c])
+		lam[i] = float32(lambda)
+	}
+	lg := n.maskForward(g, enc, g.Input(lam, b, 1), bits)
+	return g.Reshape(lg, b, n.c), nil
+}
+
+// logSigmoid is log σ(x) = −log(1 + e^{−x}), computed stably.
+func logSigmoid(x float64) float64 {
+	if x >= 0 {
+		return -math.Log1p(math.Exp(-x))
+	}
+	return x - math.Log1p(math.Exp(x))
+}
+
+// MaskLogProb returns log q(M | x, λ) = Σ_i log Bern(M_i; σ(logit_i)) for
+// every row of logits [B, C] from MaskLogits and its mask, written into out
+// (reused if it has room).
+func MaskLogProb(logits *engine.Tensor, masks [][]bool, out []float64) []float64 {
+	b, c := logits.Shape[0], logits.Shape[1]
+	out = resize(out, b)
+	for i := range b {
+		lp := 0.0
+		for k, l := range logits.Data[i*c : (i+1)*c] {
+			if masks[i][k] {
+				lp += logSigmoid(float64(l))
+			} else {
+				lp += logSigmoid(-float64(l))
+			}
+		}
+		out[i] = lp
+	}
+	return out
+}
+
+// SampleMasks draws count masks from q(M | x, λ) for each of the Be
+// observations encoded in enc [Be, T, D], autoregressively with a KV cache
+// per layer (O(C²) attention work per mask). It returns the masks
+// (observation-major: masks[s·count + j]) and their log-probabilities
+// log q(M | x, λ). Random numbers are drawn from rng in a fixed order.
+func (n *Net) SampleMasks(enc *engine.Tensor, lambda float64, count int, rng *rand.Rand) ([][]bool, []float64, error) {
+	if _, err := rowsPerObs(enc, enc.Shape[0]); err != nil || count <= 0 {
+		return nil, nil, fmt.Errorf("network: sampling %d masks from encoder tokens %v", count, enc.Shape)
+	}
+	be := enc.Shape[0]
+	masks := make([][]bool, be*count)
+	flat := make([]bool, be*count*n.c)
+	for i := range masks {
+		masks[i] = flat[i*n.c : (i+1)*n.c]
+	}
+	logq := make([]float64, be*count)
+	if count >= sampleRows {
+		for s := range be {
+			for lo := 0; lo < count; lo += sampleRows {
+				hi := min(lo+sampleRows, count)
+				r0 := s*count + lo
+				n.sampleChunk(enc, s, s+1, hi-lo, lambda, rng, masks[r0:r0+hi-lo], logq[r0:r0+hi-lo], nil)
+			}
+		}
+	} else {
+		per := sampleRows / count
+		for s := 0; s < be; s += per {
+			e := min(s+per, be)
+			n.sampleChunk(enc, s, e, count, lambda, rng, masks[s*count:e*count], logq[s*count:e*count], nil)
+		}
+	}
+	return masks, logq, nil
+}
+
+// sampleChunk samples r masks for each of the observations [o0, o1) of enc
+// into masks and logq (rows observation-major). If logits is non-nil it
+// receives the logit of every row and position ([rows, C]).
+func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng *rand.Rand, masks [][]bool, logq []float64, logits []float32) {
+	c, cfg := n.c, n.cfg
+	tk, d, w := enc.Shape[1], enc.Shape[2], cfg.Heads*cfg.HeadDim
+	rows := (o1 - o0) * r
+
+	// Everything that does not depend on the decoded bits, once.
+	g0 := engine.NewInferenceGraph()
+	y := g0.Input(enc.Data[o0*tk*d:o1*tk*d], o1-o0, tk, d)
+	lam := make([]float32, rows)
+	for i := range lam {
+		lam[i] = float32(lambda)
+	}
+	mods := n.mdec.modulations(g0, g0.Input(lam, rows, 1))
+	kv := n.mdec.crossKV(g0, y)
+	pos := n.maskTokens(g0)
+	caches := make([]*engine.KVCache, len(n.mdec.blocks))
+	for l := range caches {
+		caches[l] = engine.NewKVCache(rows, c, cfg.Heads, w)
+	}
+
+	g := engine.NewInferenceGraph()
+	bits := make([]int32, rows)
+	for i := range logq {
+		logq[i] = 0
+	}
+	for i := range c {
+		g.Reset()
+		for row := range rows {
+			switch {
+			case i == 0:
+				bits[row] = 2
+			case masks[row][i-1]:
+				bits[row] = 1
+			default:
+				bits[row] = 0
+			}
+		}
+		x := g.Add(g.Embedding(n.bit, bits, rows, 1), g.Slice(pos, 0, i, i+1))
+		for l := range n.mdec.blocks {
+			b, m := &n.mdec.blocks[l], mods[4*l:4*l+4]
+			h := g.LayerNormModulate(x, b.ln1g, b.ln1b, m[0], m[1])
+			qkv := g.Linear(h, b.wqkv, b.bqkv)
+			caches[l].Append(qkv, w, qkv, 2*w)
+			x = g.Add(x, g.Linear(g.Attend(caches[l], qkv, 0), b.wo, b.bo))
+			x = b.crossResidual(g, cfg.Heads, x, kv[l])
+			x = b.mlpResidual(g, x, m)
+		}
+		lg := g.Linear(g.LayerNorm(x, n.mdec.lng, n.mdec.lnb), n.mHeadW, n.mHeadB)
+		for row := range rows {
+			l := float64(lg.Data[row])
+			on := rng.Float64() < 1/(1+math.Exp(-l))
+			masks[row][i] = on
+			if on {
+				logq[row] += logSigmoid(l)
+			} else {
+				logq[row] += logSigmoid(-l)
+			}
+			if logits != nil {
+				logits[row*c+i] = lg.Data[row]
+			}
+		}
+	}
+}
+
+// Denoise returns the EDM denoiser D(θ_σ; σ) [B, DMax] for the noisy
+// latents thetaSigma [B, DMax] under masks (len B) at noise levels sigma
+// (length 1, shared, or B):
+//
+//	D = c_skip(σ)·θ_σ + c_out(σ)·F(c_in(σ)·θ_σ; c_noise(σ), M, x)   on active dimensions,
+//	D = θ_σ                                                        on inactive ones,
+//
+// so the probability-flow drift (θ_σ − D)/σ vanishes on inactive
+// dimensions. enc holds Be encoded observations, B a multiple of Be (rows
+// grouped by observation as in MaskLogits). If thetaSigma requires a
+// gradient (g.Variable) the result is differentiable with respect to it,
+// for vector–Jacobian products (g.BackwardFrom).
+func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, thetaSigma *engine.Tensor, sigma []float64) (*engine.Tensor, error) {
+	dm, t := n.dmax, len(n.tokens)
+	if thetaSigma.Rank() != 2 || thetaSigma.Shape[1] != dm || thetaSigma.Shape[0] != len(masks) {
+		return nil, fmt.Errorf("network: Denoise of θ_σ %v with %d masks, want [%d, %d]", thetaSigma.Shape, len(masks), len(masks), dm)
+	}
+	b := len(masks)
+	if _, err := rowsPerObs(enc, b); err != nil {
+		return nil, err
+	}
+	if len(sigma) != 1 && len(sigma) != b {
+		return nil, fmt.Errorf("network: Denoise with %d noise levels for %d rows", len(sigma), b)
+	}
+	cin := make([]float32, b)
+	cnoise := make([]float32, b)
+	coefA := make([]float32, b*dm)
+	coefB := make([]float32, b*dm)
+	tokActive := make([]bool, b*t)
+	active := make([]bool, dm)
+	for i, m := range masks {
+		if len(m) != n.c {
+			return nil, fmt.Errorf("network: mask %d has %d entries, want %d", i, len(m), n.c)
+		}
+		s := sigma[0]
+		if len(sigma) == b {
+			s = sigma[i]
+		}
+		if !(s > 0) {
+			return nil, fmt.Errorf("network: Denoise at noise level σ = %v (must be positive)", s)
+		}
+		cin[i], cnoise[i] = float32(CIn(s)), float32(CNoise(s))
+		n.layout.Active(m, active)
+		for j, a := range active {
+			if a {
+				coefA[i*dm+j], coefB[i*dm+j] = float32(CSkip(s)), float32(COut(s))
+			} else {
+				coefA[i*dm+j], coefB[i*dm+j] = 1, 0
+			}
+		}
+		n.tokenActivity(m, active, tokActive[i*t:(i+1)*t])
+	}
+	mask := engine.ActivityMask(nil, tokActive, b, t)
+	thIn := g.Mul(thetaSigma, g.Input(cin, b, 1))
+	f := n.paramForward(g, enc, thIn, g.Input(cnoise, b, 1), mask)
+	return g.Add(g.Mul(thetaSigma, g.Input(coefA, b, dm)), g.Mul(f, g.Input(coefB, b, dm))), nil
+}
