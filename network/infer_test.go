@@ -95,7 +95,7 @@ func TestSampleMasksFrequencies(t *testing.T) {
 // TestDenoiseVJP checks the θ_σ-Jacobian of Denoise used for exact
 // divergences: seeding e_j in every row, BackwardFrom must give
 // ∂D[b, j]/∂θ_σ[b, :] equal to central differences of Denoise (step 1e-2
-// in float32: rounding error ~1e-7/1e-2 ≈ 1e-5, truncation ~h²·D”' ≈ 1e-4;
+// in float32: rounding error ~1e-7/1e-2 ≈ 1e-5, truncation ~h²·D‴ ≈ 1e-4;
 // tolerance 2e-3 + 1e-2·|value|).
 func TestDenoiseVJP(t *testing.T) {
 	n := newNet(t, "b3s", tinyConfig, 18)

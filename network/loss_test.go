@@ -131,7 +131,7 @@ func TestParamLossExplicit(t *testing.T) {
 // that the zero-initialised layers carry gradient. The loss is O(10) in
 // float32 with float64 reductions, so its rounding error is ~1e-6 and the
 // difference quotient with h = 1e-3 has noise ~1e-3; the truncation error
-// h²·L”'/6 stays below 1e-4 even for the Fourier projections, whose third
+// h²·L‴/6 stays below 1e-4 even for the Fourier projections, whose third
 // derivatives carry a factor (2π)³ (at h = 1e-2 they are off by ~10%).
 // Tolerance 3e-3 + 2e-2·|g·u|.
 func TestLossGradient(t *testing.T) {
