@@ -95,6 +95,16 @@ func latest(dir string) (string, error) {
 	return name, nil
 }
 
+// LatestCheckpoint returns the name of dir's committed checkpoint
+// directory (e.g. "ckpt-000000001200"), or "" if there is none.
+func LatestCheckpoint(dir string) string {
+	name, err := latest(dir)
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
 // IsCheckpointDir reports whether dir holds a committed checkpoint.
 func IsCheckpointDir(dir string) bool {
 	name, err := latest(dir)
@@ -144,6 +154,9 @@ func saveCheckpoint(dir string, cfg *Config, st *State, params []safetensors.Ten
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
 	defer os.RemoveAll(tmp) // no-op after the rename
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
 	all := append(append([]safetensors.Tensor(nil), params...), opt.State()...)
 	if err := safetensors.Write(filepath.Join(tmp, CheckpointFile), all,
 		metadata(cfg, cfgJSON, st.Step, "checkpoint", "")); err != nil {
@@ -265,6 +278,9 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("train: writing %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
 		return fmt.Errorf("train: writing %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {

@@ -74,7 +74,13 @@ type Result struct {
 	Elapsed       time.Duration // wall time of the loop
 	SamplesPerSec float64       // after the first step (which includes warm-up)
 	WaitShare     float64       // share of the loop's wall time spent waiting for data
-	Stopped       string        // "steps", "minutes" or "stop"
+	// CPUTime is the process's CPU time (all threads) during the loop and
+	// SamplesPerCPUSec the samples per CPU-second after the first step:
+	// on a machine shared with other work, SamplesPerCPUSec × cores
+	// estimates the throughput the machine would reach alone.
+	CPUTime          time.Duration
+	SamplesPerCPUSec float64
+	Stopped          string // "steps", "minutes" or "stop"
 }
 
 // New prepares a fresh run of cfg in dir, which must not exist or be
@@ -87,12 +93,16 @@ func New(cfg Config, dir string, opts Options) (*Trainer, error) {
 	if err := cfg.Validate(f); err != nil {
 		return nil, err
 	}
-	if err := prepareFreshDir(dir); err != nil {
+	if err := checkFreshDir(dir); err != nil {
 		return nil, err
 	}
 	t, err := build(cfg, f, dir, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	t.state = State{FormatVersion: FormatVersion, Next: make([]uint64, len(t.streams)),
 		Validation: []ValRecord{}, Skipped: []Skip{}}
@@ -107,14 +117,11 @@ func New(cfg Config, dir string, opts Options) (*Trainer, error) {
 	return t, nil
 }
 
-// prepareFreshDir creates dir or checks that it is empty.
-func prepareFreshDir(dir string) error {
+// checkFreshDir checks that dir does not exist or is empty.
+func checkFreshDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("train: %w", err)
-		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("train: output directory: %w", err)
@@ -157,7 +164,7 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (*Trainer, erro
 	fork := dst != "" && !sameDir(src, dst)
 	dir := src
 	if fork {
-		if err := prepareFreshDir(dst); err != nil {
+		if err := checkFreshDir(dst); err != nil {
 			return nil, err
 		}
 		dir = dst
@@ -165,6 +172,10 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (*Trainer, erro
 	t, err := build(cfg, f, dir, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	if err := t.restore(ck); err != nil {
 		t.Close()
@@ -324,6 +335,8 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	nstreams := len(t.streams)
 	seedScale := []float32{1 / float32(nstreams)}
 	start := time.Now()
+	cpu0 := processCPUTime()
+	var warmCPU time.Duration
 	var deadline time.Time
 	if cfg.Minutes > 0 {
 		deadline = start.Add(time.Duration(cfg.Minutes * float64(time.Minute)))
@@ -338,12 +351,12 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	var waitedBefore time.Duration // waits of closed prefetchers
 
 	var (
-		res                    Result
-		warm                   time.Time // end of this run's first step
-		acc                    lossAcc
-		lastLog                = start
-		lastLogWait            time.Duration
-		lastProgress           time.Time
+		res                      Result
+		warm                     time.Time // end of this run's first step
+		acc                      lossAcc
+		lastLog                  = start
+		lastLogWait              time.Duration
+		lastProgress             time.Time
 		lastLoss, lastML, lastPL float64
 	)
 	res.Stopped = "steps"
@@ -420,7 +433,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.StepsThisRun++
 		res.Samples += int64(cfg.BatchSize * nstreams)
 		if warm.IsZero() {
-			warm = time.Now()
+			warm, warmCPU = time.Now(), processCPUTime()
 		}
 		acc.add(loss, ml, pl)
 		lastLoss, lastML, lastPL = loss, ml, pl
@@ -463,13 +476,19 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	res.Elapsed = time.Since(start)
 	res.Step = t.state.Step
 	res.WaitShare = (waitedBefore + pf.waited).Seconds() / res.Elapsed.Seconds()
+	res.CPUTime = processCPUTime() - cpu0
 	if res.StepsThisRun > 1 {
-		res.SamplesPerSec = float64((res.StepsThisRun-1)*int64(cfg.BatchSize*nstreams)) / time.Since(warm).Seconds()
+		n := float64((res.StepsThisRun - 1) * int64(cfg.BatchSize*nstreams))
+		res.SamplesPerSec = n / time.Since(warm).Seconds()
+		if cpu := (processCPUTime() - warmCPU).Seconds(); cpu > 0 {
+			res.SamplesPerCPUSec = n / cpu
+		}
 	}
 	if err := t.checkpoint(); err != nil {
 		return res, err
 	}
-	t.logEvent("end", fmt.Sprintf("stopped by %s; %.1f samples/s; waited for data %.2f%% of the time", res.Stopped, res.SamplesPerSec, 100*res.WaitShare))
+	t.logEvent("end", fmt.Sprintf("stopped by %s; %.1f samples/s, %.1f samples per CPU-second; waited for data %.2f%% of the time",
+		res.Stopped, res.SamplesPerSec, res.SamplesPerCPUSec, 100*res.WaitShare))
 	if t.opts.Progress != nil {
 		t.progress(start, deadline, firstStep, warm, res.Samples, waitedBefore+pf.waited, lastLoss, lastML, lastPL)
 		fmt.Fprintln(t.opts.Progress)

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/train"
+)
+
+func init() {
+	register("train", "train a PRISM network on simulations of a family (checkpoints, --resume)", runTrain)
+}
+
+func runTrain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] --out DIR [--seed S]\n       prism train --resume DIR [--minutes M | --steps N] [--out DIR2]", stderr)
+	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
+	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
+	minutes := fs.Float64("minutes", 0, "train for this many minutes of wall time (replaces the config's steps/minutes)")
+	steps := fs.Int("steps", 0, "train until this total step count (replaces the config's steps/minutes)")
+	out := fs.String("out", "", "output directory for checkpoints and log.jsonl (must not exist or be empty)")
+	resume := fs.String("resume", "", "continue the run checkpointed in this directory (writes there unless --out is given)")
+	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["minutes"] && set["steps"] {
+		return errors.New("give --minutes or --steps, not both")
+	}
+	if set["minutes"] && !(*minutes > 0) {
+		return fmt.Errorf("--minutes %v must be positive", *minutes)
+	}
+	if set["steps"] && *steps <= 0 {
+		return fmt.Errorf("--steps %d must be positive", *steps)
+	}
+	limit := func(c *train.Config) {
+		switch {
+		case set["minutes"]:
+			c.Minutes, c.Steps = *minutes, 0
+		case set["steps"]:
+			c.Steps, c.Minutes = *steps, 0
+		}
+	}
+
+	opts := train.Options{}
+	if !*quiet {
+		opts.Progress = stderr
+		opts.ProgressTTY = isTerminal(stderr)
+		if !opts.ProgressTTY {
+			opts.ProgressInterval = 30 * time.Second
+		}
+	}
+	stop := make(chan struct{})
+	opts.Stop = stop
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		// First signal: finish the step and checkpoint. Second: abort (the
+		// last committed checkpoint stays valid).
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		fmt.Fprintln(stderr, "\nprism train: stopping after this step (interrupt again to abort without a checkpoint)")
+		close(stop)
+		if _, ok := <-sigs; ok {
+			cancel()
+		}
+	}()
+
+	var tr *train.Trainer
+	var err error
+	if *resume != "" {
+		if set["config"] || set["seed"] {
+			return errors.New("--config and --seed cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
+		}
+		tr, err = train.Resume(*resume, *out, limit, opts)
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		if *famName != "" && *famName != tr.Config().Family {
+			tr.Close()
+			return fmt.Errorf("--family %s, but the checkpoint in %s is for %s", *famName, *resume, tr.Config().Family)
+		}
+	} else {
+		if *out == "" {
+			return errors.New("--out is required (or --resume DIR to continue a run)")
+		}
+		var cfg train.Config
+		if *configPath != "" {
+			if cfg, err = train.LoadConfig(*configPath, *famName); err != nil {
+				return fmt.Errorf("--config: %w", err)
+			}
+		} else {
+			if *famName == "" {
+				return errors.New("--family is required (see `prism families`) unless --config names the family")
+			}
+			f, err := family.Lookup(*famName)
+			if err != nil {
+				return fmt.Errorf("--family: %w", err)
+			}
+			cfg = train.DefaultConfig(f)
+		}
+		if set["seed"] {
+			cfg.Seed = *seed
+		}
+		limit(&cfg)
+		if cfg.Steps == 0 && cfg.Minutes == 0 {
+			return errors.New("give --minutes or --steps (the config sets neither)")
+		}
+		if tr, err = train.New(cfg, *out, opts); err != nil {
+			return err
+		}
+	}
+	defer tr.Close()
+	dir := *resume
+	if *out != "" {
+		dir = *out
+	}
+	cfg := tr.Config()
+	fmt.Fprintf(stderr, "prism train: %s, %d parameters, batch %d × %d stream(s), from step %d, output %s\n",
+		cfg.Family, tr.Net().Params().NumValues(), cfg.BatchSize, max(1, len(cfg.Designs)), tr.Step(), dir)
+	res, err := tr.Run(ctx)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("aborted at step %d; resume from the last checkpoint with --resume %s", tr.Step(), dir)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "trained to step %d (%d steps this run in %s: %.0f samples/s, %.0f samples per CPU-second, waited for data %.1f%% of the time); checkpoint %s\n",
+		res.Step, res.StepsThisRun, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.SamplesPerCPUSec, 100*res.WaitShare,
+		filepath.Join(dir, train.LatestCheckpoint(dir)))
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
