@@ -3,8 +3,10 @@ package nifti
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 )
 
@@ -78,4 +80,41 @@ func TestMultiMemberGzip(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkData(t, v.Data, want.Data)
+}
+
+// TestGzipLevels checks WriteLevel and EncodeGzip at the extreme levels
+// and their rejection of invalid levels.
+func TestGzipLevels(t *testing.T) {
+	v, err := Decode("in.nii", buildImage(validImage(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, level := range []int{-1, 1, 9} {
+		path := filepath.Join(dir, fmt.Sprintf("l%d.nii.gz", level))
+		if err := WriteLevel(path, v, level); err != nil {
+			t.Fatal(err)
+		}
+		w, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkData(t, w.Data, v.Data)
+		var buf bytes.Buffer
+		if err := EncodeGzip(&buf, v, level); err != nil {
+			t.Fatal(err)
+		}
+		if w, err = Decode("mem.nii.gz", buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		checkData(t, w.Data, v.Data)
+	}
+	for _, level := range []int{-2, 0, 10} {
+		if err := WriteLevel(filepath.Join(dir, "bad.nii.gz"), v, level); err == nil {
+			t.Errorf("WriteLevel accepted level %d", level)
+		}
+		if err := EncodeGzip(io.Discard, v, level); err == nil {
+			t.Errorf("EncodeGzip accepted level %d", level)
+		}
+	}
 }
