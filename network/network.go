@@ -37,8 +37,9 @@ const (
 )
 
 // Net is a PRISM network for one family. Its parameters live in Params().
-// Training (Loss) and the inference methods may run on different graphs,
-// but a Net is not safe for concurrent use while its parameters change.
+// The inference methods (Encode, MaskLogits, SampleMasks, Denoise) only read
+// the parameters and may run concurrently on separate graphs; nothing may
+// run while the parameters change (an optimiser step).
 type Net struct {
 	fam    family.Family
 	cfg    Config

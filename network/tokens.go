@@ -47,6 +47,9 @@ func (n *Net) gatherFor(b int) *gatherIdx {
 			}
 		}
 	}
+	if len(n.gathers) >= 16 { // bound the cache when callers vary the batch size
+		clear(n.gathers)
+	}
 	n.gathers[b] = gi
 	return gi
 }
