@@ -13,6 +13,8 @@ import (
 
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/engine/safetensors"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/network"
 )
 
 // Checkpoint layout inside the output directory (docs/training.md):
@@ -306,4 +308,31 @@ func syncDir(dir string) error {
 		return fmt.Errorf("train: syncing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// LoadNetwork rebuilds the network of the committed checkpoint in dir and
+// loads its EMA weights (ema true, the weights to use for inference) or
+// its raw weights. It returns the run's configuration and training state
+// too.
+func LoadNetwork(dir string, ema bool) (*network.Net, Config, State, error) {
+	ck, err := loadCheckpoint(dir)
+	if err != nil {
+		return nil, Config{}, State{}, err
+	}
+	f, err := family.Lookup(ck.cfg.Family)
+	if err != nil {
+		return nil, Config{}, State{}, fmt.Errorf("train: checkpoint: %w", err)
+	}
+	net, err := network.New(f, ck.cfg.Network, deriveSeed(ck.cfg.Seed, tagInit))
+	if err != nil {
+		return nil, Config{}, State{}, fmt.Errorf("train: checkpoint: %w", err)
+	}
+	prefix := ""
+	if ema {
+		prefix = optim.EMAPrefix
+	}
+	if err := net.Params().Assign(ck.tensors, prefix); err != nil {
+		return nil, Config{}, State{}, fmt.Errorf("train: checkpoint %s: %w", dir, err)
+	}
+	return net, ck.cfg, ck.state, nil
 }

@@ -574,7 +574,10 @@ func (t *Trainer) writeLog(v any) {
 	if err != nil {
 		return // only finite floats and strings are logged
 	}
+	// Flushed per line (a line every LogEvery steps), so that the log can
+	// be followed while training runs.
 	t.logW.Write(append(b, '\n'))
+	t.logW.Flush()
 }
 
 func (t *Trainer) logTrain(a lossAcc, elapsed, rate, wait float64) {
@@ -605,7 +608,6 @@ func (t *Trainer) logEvent(event, detail string) {
 		Event  string `json:"event"`
 		Detail string `json:"detail"`
 	}{t.state.Step, event, detail})
-	t.logW.Flush()
 }
 
 // progress writes the progress line.

@@ -1,0 +1,118 @@
+package train
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/network"
+)
+
+func TestParseConfigOverridesDefaults(t *testing.T) {
+	c, err := ParseConfig([]byte(`
+family: symbolic-k15
+batch_size: 99
+steps: 5
+designs: [""]
+validation: {size: 10}
+network: {model_dim: 32, mask_layers: 3}
+optimizer: {lr: 1.0e-4}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := family.Lookup("symbolic-k15")
+	want := DefaultConfig(f)
+	want.BatchSize, want.Steps, want.Designs = 99, 5, []string{""}
+	want.Validation.Size = 10
+	want.Network.ModelDim, want.Network.MaskLayers = 32, 3
+	want.Optimizer.LR = 1e-4
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("parsed\n%+v\nwant\n%+v", c, want)
+	}
+	if err := c.Validate(f); err != nil {
+		t.Error(err)
+	}
+	// JSON round trip (checkpoints store the config as JSON).
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := decodeStrictJSON(js, &back); err != nil || !reflect.DeepEqual(back, c) {
+		t.Errorf("JSON round trip: %v\n%+v", err, back)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	cases := []struct{ yaml, family, want string }{
+		{"family: lingauss-k6\nbatch: 3\n", "", "batch"},
+		{"family: lingauss-k6\nvalidation: {sise: 3}\n", "", "sise"},
+		{"family: lingauss-k6\nnetwork: {model_dimm: 3}\n", "", "model_dimm"},
+		{"family: lingauss-k6\noptimizer: {learning_rate: 3}\n", "", "learning_rate"},
+		{"family: lingauss-k6\n", "b3s", "b3s"},
+		{"batch_size: 3\n", "", "no family"},
+		{"family: nope\n", "", "unknown family"},
+		{"family: lingauss-k6\nbatch_size: [1]\n", "", "line 2"},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte(c.yaml), c.family)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
+		}
+	}
+	// The family may come from the caller alone.
+	if c, err := ParseConfig([]byte("steps: 3\n"), "b3s"); err != nil || c.Family != "b3s" {
+		t.Errorf("family from the caller: %v, %q", err, c.Family)
+	}
+	f, _ := family.Lookup("b3s")
+	bad := DefaultConfig(f)
+	bad.Designs = []string{"ukb-mix", "nonsense-protocol"}
+	bad.BatchSize = 0
+	err := bad.Validate(f)
+	for _, want := range []string{"steps or minutes", "batch_size", "nonsense-protocol"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v does not mention %q", err, want)
+		}
+	}
+}
+
+// TestShippedConfigs loads every file in configs/, validates it and builds
+// its network.
+func TestShippedConfigs(t *testing.T) {
+	paths, err := filepath.Glob("../configs/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b3s", "bszt", "lingauss-k6", "symbolic-k15", "symbolic-k50"}
+	var got []string
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".yaml")
+		got = append(got, name)
+		c, err := LoadConfig(p, "")
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if c.Family != name {
+			t.Errorf("%s is for family %s", p, c.Family)
+		}
+		f, _ := family.Lookup(c.Family)
+		if err := c.Validate(f); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		net, err := network.New(f, c.Network, 1)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		t.Logf("%s: %d parameters, batch %d × %d streams", name, net.Params().NumValues(), c.BatchSize, len(c.streams()))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("configs/ holds %v, want %v", got, want)
+	}
+}
