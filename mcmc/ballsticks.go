@@ -16,15 +16,15 @@ const MaxFibres = 3
 // Settings configures the ball-and-sticks sampler. DefaultSettings returns
 // BedpostX's defaults.
 type Settings struct {
-	Fibres              int     // number of sticks N, 1..MaxFibres
-	BurnIn              int     // jumps discarded before recording (proposals adapt here)
-	Jumps               int     // jumps after burn-in
-	SampleEvery         int     // record every this many jumps: Jumps/SampleEvery samples
-	UpdateProposalEvery int     // rescale the proposal widths every this many burn-in jumps
-	ARDWeight           float64 // w in the ARD prior p(f) ∝ f^−w on sticks 2..N; 0 switches ARD off
-	DMax                float64 // upper bound of d (mm²/s)
-	DStdMax             float64 // upper bound of d_std (mm²/s)
-	Seed                uint64  // seed of the per-voxel PCG streams
+	Fibres              int     `json:"fibres"`                // number of sticks N, 1..MaxFibres
+	BurnIn              int     `json:"burnin"`                // jumps discarded before recording (proposals adapt here)
+	Jumps               int     `json:"jumps"`                 // jumps after burn-in
+	SampleEvery         int     `json:"sample_every"`          // record every this many jumps: Jumps/SampleEvery samples
+	UpdateProposalEvery int     `json:"update_proposal_every"` // rescale the proposal widths every this many burn-in jumps
+	ARDWeight           float64 `json:"ard_weight"`            // w in the ARD prior p(f) ∝ f^−w on sticks 2..N; 0 switches ARD off
+	DMax                float64 `json:"d_max"`                 // upper bound of d (mm²/s)
+	DStdMax             float64 `json:"d_std_max"`             // upper bound of d_std (mm²/s)
+	Seed                uint64  `json:"seed"`                  // seed of the per-voxel PCG streams
 }
 
 // DefaultSettings returns BedpostX's defaults: 3 sticks, burn-in 1000,
