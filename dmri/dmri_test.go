@@ -352,3 +352,29 @@ func TestWriteReadCompare(t *testing.T) {
 		t.Errorf("compare.json: %v %v", err, back["fibre_count_agreement"])
 	}
 }
+
+// TestAutoMaskSlab: on the slab (little background, bright CSF) the
+// automatic mask agrees with the supplied MRtrix3 mask: Dice 0.984 when
+// written (2238 vs 2218 voxels, 2193 in both); the test asks for ≥ 0.95.
+func TestAutoMaskSlab(t *testing.T) {
+	files := slabFiles(t)
+	ref, err := LoadScan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files.Mask = ""
+	auto, err := LoadScan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := 0
+	for i := range auto.Mask {
+		if auto.Mask[i] && ref.Mask[i] {
+			both++
+		}
+	}
+	dice := 2 * float64(both) / float64(auto.MaskCount()+ref.MaskCount())
+	if auto.MaskSource != "auto" || dice < 0.95 {
+		t.Fatalf("auto mask (%s): %d voxels, %d shared with the file mask's %d: Dice %.3f", auto.MaskSource, auto.MaskCount(), both, ref.MaskCount(), dice)
+	}
+}

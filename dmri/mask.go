@@ -3,31 +3,36 @@ package dmri
 import "math"
 
 // AutoMask returns a simple brain mask from the mean b0 image (x fastest,
-// nx×ny×nz): voxels above Otsu's threshold of the finite positive b0
-// values (the threshold that maximises the between-class variance of a
-// 256-bin histogram), reduced to the largest 6-connected component, with
-// enclosed holes (background not 6-connected to the grid's border) filled.
+// nx×ny×nz): voxels above Otsu's threshold of log b0 over the finite
+// positive values (the threshold that maximises the between-class variance
+// of a 256-bin histogram; on the log scale so that the bright CSF does not
+// pull the threshold into the tissue), reduced to the largest 6-connected
+// component, with enclosed holes (background not 6-connected to the
+// grid's border) filled.
 // It is meant for quick runs without a mask; a mask from a dedicated tool
 // (FSL bet, MRtrix dwi2mask) is better.
 func AutoMask(b0 []float32, nx, ny, nz int) []bool {
 	n := nx * ny * nz
 	mask := make([]bool, n)
+	logb := make([]float64, n)
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range b0 {
+	for i, v := range b0 {
 		x := float64(v)
+		logb[i] = math.NaN()
 		if x > 0 && !math.IsInf(x, 0) {
-			lo, hi = math.Min(lo, x), math.Max(hi, x)
+			logb[i] = math.Log(x)
+			lo, hi = math.Min(lo, logb[i]), math.Max(hi, logb[i])
 		}
 	}
 	if !(hi > lo) {
-		for i, v := range b0 {
-			mask[i] = v > 0 && !math.IsInf(float64(v), 0)
+		for i, v := range logb {
+			mask[i] = !math.IsNaN(v)
 		}
 		return mask
 	}
-	thr := otsu(b0, lo, hi)
-	for i, v := range b0 {
-		mask[i] = float64(v) > thr && !math.IsInf(float64(v), 0)
+	thr := otsu(logb, lo, hi)
+	for i, v := range logb {
+		mask[i] = v > thr
 	}
 	mask = largestComponent(mask, nx, ny, nz)
 	fillHoles(mask, nx, ny, nz)
@@ -35,15 +40,14 @@ func AutoMask(b0 []float32, nx, ny, nz int) []bool {
 }
 
 // otsu returns the threshold maximising the between-class variance of the
-// positive finite values in [lo, hi] (256 bins).
-func otsu(v []float32, lo, hi float64) float64 {
+// non-NaN values of v in [lo, hi] (256 bins).
+func otsu(v []float64, lo, hi float64) float64 {
 	const bins = 256
 	var hist [bins]float64
 	width := (hi - lo) / bins
 	var total, sum float64
-	for _, x := range v {
-		f := float64(x)
-		if !(f > 0) || math.IsInf(f, 0) {
+	for _, f := range v {
+		if math.IsNaN(f) {
 			continue
 		}
 		k := min(bins-1, int((f-lo)/width))
