@@ -20,9 +20,10 @@ import (
 // and makes files about 15% larger on dMRI series (docs/nifti.md).
 const DefaultGzipLevel = flate.BestSpeed
 
-// Write writes v to path atomically: the image goes to a temporary file in
-// the same directory, which is synced and renamed over path only when
-// complete, so path never holds a partial image. A name ending in ".gz"
+// Write writes v to path atomically: the image goes to a temporary file
+// ".<name>.tmp-*" in the same directory, which is synced and renamed over
+// path only when complete (then the directory is synced), so path never
+// holds a partial image. A name ending in ".gz"
 // is gzip-compressed at DefaultGzipLevel, in parallel (see EncodeGzip).
 // The header is little-endian NIfTI-1 unless v.Version is 2 or a field
 // needs NIfTI-2.
@@ -45,7 +46,7 @@ func WriteLevel(path string, v *Volume, level int) error {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("nifti: writing %s: %w", path, err)
 	}
@@ -76,6 +77,12 @@ func WriteLevel(path string, v *Volume, level int) error {
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("nifti: writing %s: %w", path, err)
+	}
+	// Make the rename itself durable; some systems cannot sync a
+	// directory, which only weakens crash safety, so errors are ignored.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
 	}
 	return nil
 }
