@@ -2,6 +2,7 @@ package network
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/prismsbi/prism/engine"
@@ -9,9 +10,29 @@ import (
 	"github.com/prismsbi/prism/family"
 )
 
+// The benchmarks report, besides wall time, cpu-s/op: the process CPU time
+// per operation, which is less sensitive to other load on the shared
+// machine (on an idle machine wall time ≈ cpu-s/op / 2 cores when both are
+// busy).
+
+func reportCPU(b *testing.B, cpu0 float64) {
+	if cpu, ok := processCPU(); ok {
+		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
+	}
+}
+
+// benchSamples simulates bs samples of one design of the family's default
+// mix (a batch needs one length; dMRI protocols differ in length).
+func benchSamples(n *Net, bs int) []family.Sample {
+	s0 := simulate(n.fam, 1, 0, 1)
+	s := make([]family.Sample, bs)
+	family.SimulateBatch(n.fam, family.SimOptions{Seed: 1, Lambda: math.NaN(), Designs: family.FixedDesign(s0[0].Design)}, 0, s)
+	return s
+}
+
 // BenchmarkTrainStep times one training step at DefaultConfig with batch
-// 256: forward of both decoders, backward, and the optimiser update (AGC,
-// RAdam, EMA). Simulation and MakeBatch are outside the timed loop.
+// 256: forward through both decoders, backward, and the optimiser update
+// (AGC, RAdam, EMA). Simulation and MakeBatch are outside the timed loop.
 //
 //	go test -run '^$' -bench TrainStep -benchtime 20x ./network
 func BenchmarkTrainStep(b *testing.B) {
@@ -24,10 +45,8 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			defer opt.Close()
 			const bs = 256
-			samples := make([]family.Sample, bs)
-			family.SimulateBatch(n.fam, family.SimOptions{Seed: 1, Lambda: math.NaN(), Designs: fixedDesign(b, n)}, 0, samples)
 			var batch Batch
-			if err := n.MakeBatch(samples, 1, &batch); err != nil {
+			if err := n.MakeBatch(benchSamples(n, bs), 1, &batch); err != nil {
 				b.Fatal(err)
 			}
 			g := engine.NewGraph()
@@ -41,24 +60,74 @@ func BenchmarkTrainStep(b *testing.B) {
 				}
 			}
 			step()
+			cpu0, _ := processCPU()
 			b.ResetTimer()
 			for range b.N {
 				step()
 			}
+			reportCPU(b, cpu0)
 			b.ReportMetric(float64(bs*b.N)/b.Elapsed().Seconds(), "samples/s")
 		})
 	}
 }
 
-// fixedDesign returns one design of the family's default mix for every
-// sample of a benchmark batch (a batch needs one length; dMRI protocols
-// differ in length).
-func fixedDesign(b *testing.B, n *Net) family.DesignSampler {
-	ds, err := n.fam.Designs("")
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkDenoise times one denoiser evaluation (an ODE step of the
+// posterior sampler) for 1000 θ samples of one observation at
+// DefaultConfig, on an inference graph with the encoder output
+// precomputed.
+func BenchmarkDenoise(b *testing.B) {
+	for _, name := range []string{"symbolic-k15", "b3s"} {
+		b.Run(name, func(b *testing.B) {
+			n := newNet(b, name, DefaultConfig, 1)
+			s := benchSamples(n, 1)
+			ge := engine.NewInferenceGraph()
+			enc := encodeSamples(b, n, ge, s)
+			const rows = 1000
+			masks := make([][]bool, rows)
+			th := make([]float32, rows*n.dmax)
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := range masks {
+				masks[i] = s[0].Mask
+			}
+			for i := range th {
+				th[i] = float32(r.NormFloat64())
+			}
+			g := engine.NewInferenceGraph()
+			run := func() {
+				g.Reset()
+				if _, err := n.Denoise(g, enc, masks, g.Input(th, rows, n.dmax), []float64{0.5}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run()
+			cpu0, _ := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				run()
+			}
+			reportCPU(b, cpu0)
+		})
 	}
-	s := simulate(n.fam, 1, 0, 1)
-	_ = ds
-	return family.FixedDesign(s[0].Design)
+}
+
+// BenchmarkSampleMasks times drawing 1000 masks for one observation with
+// the KV-cached autoregressive sampler at DefaultConfig.
+func BenchmarkSampleMasks(b *testing.B) {
+	for _, name := range []string{"symbolic-k15", "b3s"} {
+		b.Run(name, func(b *testing.B) {
+			n := newNet(b, name, DefaultConfig, 1)
+			s := benchSamples(n, 1)
+			ge := engine.NewInferenceGraph()
+			enc := encodeSamples(b, n, ge, s)
+			r := rand.New(rand.NewPCG(1, 2))
+			cpu0, _ := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := n.SampleMasks(enc, 0.5, 1000, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0)
+		})
+	}
 }
