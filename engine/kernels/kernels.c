@@ -1014,6 +1014,145 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 	}
 }
 
+// pk_gemm_tile_packed is pk_gemm_tile on packed operands: ap holds the
+// tile's A as [p][PK_MR] and bp its B as [p][32] (zero padded), so that all
+// loads are sequential. Reading A and B in place was as fast on an idle
+// core but lost half its speed against OpenBLAS's packed kernel when the
+// sibling hyperthread was busy (the strided rows fall out of the shared L1).
+PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, const float *bp, __mmask16 m0,
+	__mmask16 m1, float alpha, float beta, int first, int last, float *c, long ldc, const float *bias, float *y,
+	long ldy) {
+	__m512 acc0[PK_MR], acc1[PK_MR];
+	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+	for (long p = 0; p < kc; p++) {
+		const __m512 b0 = _mm512_loadu_ps(bp + 32 * p), b1 = _mm512_loadu_ps(bp + 32 * p + 16);
+		const float *a = ap + PK_MR * p;
+		for (long r = 0; r < mr; r++) {
+			const __m512 av = _mm512_set1_ps(a[r]);
+			acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+			acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+		}
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	for (long r = 0; r < mr; r++) {
+		float *cr = c + r * ldc;
+		__m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
+		if (!first) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+		} else if (beta != 0.0f) {
+			const __m512 vb = _mm512_set1_ps(beta);
+			x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+			x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+		}
+		if (last && bias) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
+		}
+		_mm512_mask_storeu_ps(cr, m0, x0);
+		_mm512_mask_storeu_ps(cr + 16, m1, x1);
+		if (last && y) {
+			_mm512_mask_storeu_ps(y + r * ldy, m0, pk_gelu16(x0));
+			_mm512_mask_storeu_ps(y + r * ldy + 16, m1, pk_gelu16(x1));
+		}
+	}
+}
+
+// pk_sgemm_tall is pk_sgemm_ep for m ≥ 512 and k ≤ 1024 with packed
+// operands: all of op(B) once per call in 32-column panels, and each
+// 12-row tile of op(A) before it sweeps the panels.
+static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	const long nt = (n + 31) / 32;
+	float *bpk = pk_alloc(nt * k * 32);
+	for (long t = 0; t < nt; t++) {
+		float *dst = bpk + t * k * 32;
+		for (long p = 0; p < k; p++)
+			for (long u = 0; u < 32; u++) {
+				const long j = 32 * t + u;
+				dst[32 * p + u] = j >= n ? 0.0f : transb ? b[j * ldb + p] : b[p * ldb + j];
+			}
+	}
+	float apk[PK_MR * 1024] __attribute__((aligned(64)));
+	for (long i0 = 0; i0 < m; i0 += PK_MR) {
+		const long mr = m - i0 < PK_MR ? m - i0 : PK_MR;
+		for (long p = 0; p < k; p++)
+			for (long r = 0; r < mr; r++) apk[PK_MR * p + r] = a[(i0 + r) * ra + p * ca];
+		for (long t = 0; t < nt; t++) {
+			const long j0 = 32 * t, nr = n - j0;
+			const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+			const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+			const float *bp = bpk + t * k * 32, *bb = bias ? bias + j0 : NULL;
+			float *cij = c + i0 * ldc + j0, *yij = y ? y + i0 * ldy + j0 : NULL;
+			switch (mr) {
+			case 12: pk_gemm_tile_packed(12, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 11: pk_gemm_tile_packed(11, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 10: pk_gemm_tile_packed(10, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 9: pk_gemm_tile_packed(9, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 8: pk_gemm_tile_packed(8, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 7: pk_gemm_tile_packed(7, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 6: pk_gemm_tile_packed(6, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 5: pk_gemm_tile_packed(5, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 4: pk_gemm_tile_packed(4, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 3: pk_gemm_tile_packed(3, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			case 2: pk_gemm_tile_packed(2, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
+			default: pk_gemm_tile_packed(1, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy);
+			}
+		}
+	}
+	free(bpk);
+}
+
+// pk_sgemm_short is pk_sgemm_ep for m ≤ 256 (weight gradients: k is the
+// long dimension): per block of 192 k-steps it packs op(A) as 12-row tiles
+// and, per 32-column panel, op(B)'s block, then runs all row tiles on the
+// panel while it sits in L1.
+static void pk_sgemm_short(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	enum { KB = 192 };
+	const long mt = (m + PK_MR - 1) / PK_MR;
+	float *apk = pk_alloc(mt * PK_MR * KB);
+	float bpk[KB * 32] __attribute__((aligned(64)));
+	for (long p0 = 0; p0 < k; p0 += KB) {
+		const long kc = k - p0 < KB ? k - p0 : KB;
+		const int first = p0 == 0, last = p0 + kc >= k;
+		for (long t = 0; t < mt; t++) {
+			float *dst = apk + t * PK_MR * KB;
+			for (long p = 0; p < kc; p++)
+				for (long r = 0; r < PK_MR; r++) {
+					const long i = t * PK_MR + r;
+					dst[PK_MR * p + r] = i < m ? a[i * ra + (p0 + p) * ca] : 0.0f;
+				}
+		}
+		for (long j0 = 0; j0 < n; j0 += 32) {
+			const long nr = n - j0;
+			for (long p = 0; p < kc; p++)
+				for (long u = 0; u < 32; u++) {
+					const long j = j0 + u;
+					bpk[32 * p + u] = j >= n ? 0.0f : transb ? b[j * ldb + p0 + p] : b[(p0 + p) * ldb + j];
+				}
+			const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+			const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+			const float *bb = bias ? bias + j0 : NULL;
+			for (long t = 0; t < mt; t++) {
+				const long i0 = t * PK_MR, mr = m - i0 < PK_MR ? m - i0 : PK_MR;
+				const float *ap = apk + t * PK_MR * KB;
+				float *cij = c + i0 * ldc + j0, *yij = y ? y + i0 * ldy + j0 : NULL;
+				switch (mr) {
+				case 12: pk_gemm_tile_packed(12, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
+				case 8: pk_gemm_tile_packed(8, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
+				case 4: pk_gemm_tile_packed(4, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
+				default:
+					for (long r = 0; r < mr; r++)
+						pk_gemm_tile_packed(1, kc, ap + r, bpk, m0, m1, alpha, beta, first, last, cij + r * ldc, ldc, bb,
+							yij ? yij + r * ldy : NULL, ldy);
+				}
+			}
+		}
+	}
+	free(apk);
+}
+
 // pk_sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major, m×n, inner
 // dimension k) with op(A)(i, p) = a[i·ra + p·ca] and op(B)(p, j) =
 // b[p·ldb + j], or b[j·ldb + p] when transb. Returns 0 when it declines
@@ -1028,6 +1167,14 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // y = GELU(C) when y is not NULL (row stride ldy).
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	if (m >= 512 && k >= 1 && k <= 1024) {
+		pk_sgemm_tall(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy);
+		return 1;
+	}
+	if (m <= 256 && k >= 1) {
+		pk_sgemm_short(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy);
+		return 1;
+	}
 	float *bp = NULL;
 	if (transb) {
 		if (k * n > (1L << 20)) return 0;

@@ -213,7 +213,7 @@ func TestSgemm(t *testing.T) {
 	// and k respectively.
 	for _, own := range []bool{true, false} { // own kernel and OpenBLAS only (cgo)
 		prev := setOwnGemm(own)
-		for _, sh := range [][3]int{{37, 29, 45}, {600, 64, 64}, {8, 2000, 64}, {16, 32, 4000}, {3, 1, 2}} {
+		for _, sh := range [][3]int{{37, 29, 45}, {600, 64, 64}, {8, 2000, 64}, {16, 32, 4000}, {3, 1, 2}, {300, 40, 70}} {
 			testSgemmShape(t, r, sh[0], sh[1], sh[2])
 		}
 		setOwnGemm(prev)
