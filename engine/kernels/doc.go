@@ -67,13 +67,13 @@
 //   - On the reference training step OpenBLAS spent 14 % of the step
 //     packing operands and 3 % zeroing C for beta = 0 around 24 % in its
 //     compute kernel: for K = 64 the packing is not amortised. The own
-//     kernel (12×32 register tile, A read in place through any strides, B
-//     rows read directly) reaches 110–130 GFLOP/s per core on those shapes
-//     against OpenBLAS's 70–105.
-//   - vdivps has a throughput of one per ~10 cycles; the GELU uses rcp14
-//     plus a Newton step. At 13056×256 GELU and the other streaming kernels
-//     run at memory bandwidth (each array is 13 MB), so fusing passes
-//     (bias+GELU, LayerNorm+modulation) matters more than arithmetic.
+//     kernel (12×32 register tile) packs only small pieces inside the loop
+//     that uses them — op(B) once per call, a 12-row tile of op(A) before
+//     it sweeps B — and writes C (plus bias and GELU) directly. A first
+//     version that read A and B in place was as fast on an idle core but
+//     half as fast as OpenBLAS whenever the sibling hyperthread was busy
+//     (the strided rows fell out of the shared L1); packed, it stays ahead
+//     in both conditions (see BenchmarkSgemm's own/openblas pairs).
 //   - Multi-threaded OpenBLAS leaves its threads spinning after each call,
 //     stealing the next kernel's cores; hence the threading policy above.
 //   - Go-side: a goroutine per piece or a capturing closure allocates on

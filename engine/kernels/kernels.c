@@ -960,9 +960,9 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 // The network's products have one small dimension (64–1024). For them
 // OpenBLAS spends over a third of its time packing the large operand and
 // zeroing C for beta = 0 (perf on the reference step: sgemm_kernel 24 %,
-// *copy 14 %, memset 3 %). This kernel reads A in place (any row and
-// column stride, so op(A) = A or Aᵀ without copies) and B row by row
-// (transposed B, which is small in the network, is packed once per call),
+// *copy 14 %, memset 3 %). This kernel accepts A with any row and column
+// stride (op(A) = A or Aᵀ), packs only small pieces where they are used
+// (pk_sgemm_tall, pk_sgemm_short; a generic unpacked loop covers the rest)
 // and writes C directly: a 12×32 register tile (24 accumulators) takes one
 // broadcast of A per two FMAs and two vector loads of B per 24 FMAs (12×32
 // measured 5–15 % faster than 8×32).
