@@ -298,3 +298,44 @@ func TestInactiveParamsCannotInfluence(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenGatherRoundTrip: for every family, moving θ [B, DMax] into the
+// token layout [T, B, dPad] and back through the index tables is the
+// identity, padding slots read the zero row, and the assembled per-token
+// weights have the shapes the batched products need.
+func TestTokenGatherRoundTrip(t *testing.T) {
+	for _, name := range families {
+		n := newNet(t, name, tinyConfig, 1)
+		const b = 3
+		gi := n.gatherFor(b)
+		dm, dp, tt := n.dmax, n.dPad, len(n.tokens)
+		for i, slot := range gi.out {
+			if got := gi.in[slot]; int(got) != i {
+				t.Fatalf("%s: θ entry %d goes to token slot %d, which reads entry %d", name, i, slot, got)
+			}
+		}
+		pads := 0
+		for _, src := range gi.in {
+			if int(src) == b*dm {
+				pads++
+			}
+		}
+		if pads != tt*b*dp-b*dm {
+			t.Fatalf("%s: %d padding slots read the zero row, want %d", name, pads, tt*b*dp-b*dm)
+		}
+		for s := range b {
+			for ti := range tt {
+				if gi.toTB[gi.toBT[s*tt+ti]] != int32(s*tt+ti) {
+					t.Fatalf("%s: token transposes are not inverse at (%d, %d)", name, s, ti)
+				}
+			}
+		}
+		g := engine.NewGraph()
+		ids, enc, dec, decB := n.tokenWeights(g)
+		d := n.cfg.ModelDim
+		if !slices.Equal(ids.Shape, []int{tt, 1, d}) || !slices.Equal(enc.Shape, []int{tt, dp, d}) ||
+			!slices.Equal(dec.Shape, []int{tt, d, dp}) || !slices.Equal(decB.Shape, []int{tt, 1, dp}) {
+			t.Fatalf("%s: token weights %v %v %v %v", name, ids.Shape, enc.Shape, dec.Shape, decB.Shape)
+		}
+	}
+}
