@@ -60,25 +60,25 @@ func resize[T any](s []T, m int) []T {
 func (n *Net) fillEncoder(in *encInput, designs []family.Design, xs [][]float64) error {
 	b := len(xs)
 	if b == 0 {
-		return fmt.Errorf("network: no observations")
+		return fmt.Errorf("no observations")
 	}
 	m := designs[0].N
 	for i := range xs {
 		d := designs[i]
 		if d.N != m || len(xs[i]) != m {
-			return fmt.Errorf("network: observation %d has %d values (design N=%d), observation 0 has %d: a batch needs one length", i, len(xs[i]), d.N, m)
+			return fmt.Errorf("observation %d has %d values (design N=%d), observation 0 has %d: a batch needs one length", i, len(xs[i]), d.N, m)
 		}
 		if d.CovDim != n.covDim {
-			return fmt.Errorf("network: observation %d has %d covariates per measurement, the %s network expects %d", i, d.CovDim, n.fam.Name(), n.covDim)
+			return fmt.Errorf("observation %d has %d covariates per measurement, the %s network expects %d", i, d.CovDim, n.fam.Name(), n.covDim)
 		}
 	}
 	if m == 0 {
-		return fmt.Errorf("network: observations have no measurements")
+		return fmt.Errorf("observations have no measurements")
 	}
 	in.B, in.T = b, n.tokensFor(m)
 	if n.grid {
 		if in.T > n.maxObs {
-			return fmt.Errorf("network: %d grid values need %d tokens, the network has positions for %d", m, in.T, n.maxObs)
+			return fmt.Errorf("%d grid values need %d tokens, the network has positions for %d", m, in.T, n.maxObs)
 		}
 		f := gridFeatures(n.cfg.PointsPerToken)
 		in.Feat = resize(in.Feat, b*in.T*f)
@@ -202,7 +202,7 @@ func (n *Net) Encode(g *engine.Graph, obs []Observation) (*engine.Tensor, error)
 	}
 	in := new(encInput)
 	if err := n.fillEncoder(in, designs, xs); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("network: encode: %w", err)
 	}
 	return n.encode(g, in), nil
 }
