@@ -29,7 +29,8 @@ func New(dt Datatype, dims ...int) (*Volume, error) {
 // qfac, qform, sform and their codes, spatial units and dim_info. dims are
 // the full dimensions; the first three must equal ref's (a 3-D map is
 // NewLike(ref, dt, nx, ny, nz), a series of n maps NewLike(ref, dt, nx,
-// ny, nz, n)); with no dims the volume is 3-D on ref's grid. Pixdim[4..7]
+// ny, nz, n)); with no dims the volume is 3-D on ref's grid. The header
+// version follows ref (0, automatic, for a fresh header). Pixdim[4..7]
 // are 1 and no time unit is set; scaling is 1·x+0; the description,
 // intent, calibration, slice timing and extensions start empty.
 func NewLike(ref *Header, dt Datatype, dims ...int) (*Volume, error) {
