@@ -3,6 +3,7 @@ package nifti
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -116,5 +117,33 @@ func TestGzipLevels(t *testing.T) {
 		if err := EncodeGzip(io.Discard, v, level); err == nil {
 			t.Errorf("EncodeGzip accepted level %d", level)
 		}
+	}
+}
+
+// TestGzipTrailing checks that bytes after the gzip member holding the end
+// of the data are ignored (zlib accepts trailing garbage, Python's gzip
+// zero padding), while a member cut before its CRC-32 trailer is still an
+// error.
+func TestGzipTrailing(t *testing.T) {
+	img := buildImage(validImage(1))
+	gz := gzipBytes(t, img)
+	want, err := Decode("plain.nii", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tail := range map[string][]byte{
+		"zeros":        make([]byte, 5),
+		"many zeros":   make([]byte, 100),
+		"garbage":      []byte("trailing garbage, not gzip"),
+		"extra member": gzipBytes(t, []byte("more")),
+	} {
+		v, err := Decode(name+".nii.gz", append(append([]byte(nil), gz...), tail...))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkData(t, v.Data, want.Data)
+	}
+	if _, err := Decode("cut.nii.gz", gz[:len(gz)-4]); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("member without its length field: %v", err)
 	}
 }

@@ -11,17 +11,14 @@ import (
 // Sizes of the two header layouts and the smallest data offset of a
 // single-file image (header plus the 4-byte extension flag).
 const (
-	sizeV1       = 348
-	sizeV2       = 540
-	minOffsetV1  = sizeV1 + 4
-	minOffsetV2  = sizeV2 + 4
-	magicV1      = "n+1\x00"
-	magicPairV1  = "ni1\x00"
-	magicV2      = "n+2\x00\r\n\x1a\n"
-	magicPairV2  = "ni2\x00\r\n\x1a\n"
-	maxDescrip   = 80
-	maxAuxFile   = 24
-	maxIntentNam = 16
+	sizeV1      = 348
+	sizeV2      = 540
+	minOffsetV1 = sizeV1 + 4
+	minOffsetV2 = sizeV2 + 4
+	magicV1     = "n+1\x00"
+	magicPairV1 = "ni1\x00"
+	magicV2     = "n+2\x00\r\n\x1a\n"
+	magicPairV2 = "ni2\x00\r\n\x1a\n"
 )
 
 // Errors that reading wraps, so callers can tell the classes apart with
@@ -146,9 +143,11 @@ type Header struct {
 
 	IntentCode                   int32
 	IntentP1, IntentP2, IntentP3 float64
-	IntentName                   string
-	Descrip                      string
-	AuxFile                      string
+	// IntentName (16 bytes), Descrip (80) and AuxFile (24) are
+	// NUL-terminated fields on disk; longer strings are cut on writing.
+	IntentName string
+	Descrip    string
+	AuxFile    string
 
 	QformCode XformCode
 	SformCode XformCode

@@ -68,8 +68,8 @@ type source struct {
 	name  string
 	r     io.Reader
 	limit int64 // the stream cannot be longer than this
-	gz    bool
-	size  int64 // size of the file (compressed size for gzip)
+	gz    *gzipReader // nil for an uncompressed file
+	size  int64        // size of the file (compressed size for gzip)
 }
 
 func open(path string) (*source, func(), error) {
@@ -99,8 +99,9 @@ func newSource(name string, r io.Reader, size int64) (*source, error) {
 		if err != nil {
 			return nil, s.gzipErr(err)
 		}
-		s.r = gzipReader{zr}
-		s.gz = true
+		zr.Multistream(false)
+		s.gz = &gzipReader{zr: zr, br: br}
+		s.r = s.gz
 		s.limit = maxDeflateRatio*size + 1024
 	}
 	return s, nil
@@ -109,17 +110,48 @@ func newSource(name string, r io.Reader, size int64) (*source, error) {
 // errGzipShort marks a compressed stream that ends inside a member.
 var errGzipShort = errors.New("compressed stream ends early")
 
-// gzipReader tells a truncated compressed stream apart from a complete
-// stream that holds too few bytes, which io.ReadFull would both report as
-// io.ErrUnexpectedEOF.
-type gzipReader struct{ zr *gzip.Reader }
+// gzipReader reads a sequence of gzip members, each checked against its
+// CRC-32 and length when its end is reached. It moves on to the next
+// member only when more bytes are requested, so once final is set it stops
+// at the end of the current member and whatever follows (zero padding,
+// garbage, more members) is never parsed. It also tells a truncated
+// compressed stream apart from a complete stream that holds too few bytes,
+// which io.ReadFull would both report as io.ErrUnexpectedEOF.
+type gzipReader struct {
+	zr        *gzip.Reader // in single-member mode
+	br        *bufio.Reader
+	memberEnd bool // the current member is complete
+	final     bool // do not start another member
+}
 
-func (g gzipReader) Read(p []byte) (int, error) {
-	n, err := g.zr.Read(p)
-	if err == io.ErrUnexpectedEOF {
-		err = errGzipShort
+func (g *gzipReader) Read(p []byte) (int, error) {
+	for {
+		if g.memberEnd {
+			if g.final {
+				return 0, io.EOF
+			}
+			if err := g.zr.Reset(g.br); err != nil {
+				if err == io.ErrUnexpectedEOF {
+					err = errGzipShort
+				}
+				return 0, err // io.EOF: no further member
+			}
+			g.zr.Multistream(false)
+			g.memberEnd = false
+		}
+		n, err := g.zr.Read(p)
+		switch {
+		case err == io.EOF:
+			g.memberEnd = true
+			if n > 0 {
+				return n, nil
+			}
+		case err == io.ErrUnexpectedEOF:
+			return n, errGzipShort
+		default:
+			return n, err
+		}
 	}
-	return n, err
 }
 
 func (s *source) errorf(format string, args ...any) error {
@@ -141,7 +173,7 @@ func (s *source) readFull(b []byte) (int, error) {
 		return n, nil
 	}
 	if err != nil {
-		if s.gz {
+		if s.gz != nil {
 			return n, s.gzipErr(err)
 		}
 		return n, s.errorf("%w", err)
@@ -174,7 +206,7 @@ func (s *source) decode(headerOnly bool) (*Volume, error) {
 	}
 	dataBytes := h.dataBytes()
 	bound := "the file has"
-	if s.gz {
+	if s.gz != nil {
 		bound = "a gzip stream of this size holds at most"
 	}
 	if h.VoxOffset > s.limit {
@@ -205,8 +237,12 @@ func (s *source) decode(headerOnly bool) (*Volume, error) {
 	if err := s.readData(v); err != nil {
 		return nil, err
 	}
-	if s.gz {
-		// Read to the end so that gzip verifies every member's CRC-32.
+	if s.gz != nil {
+		// Finish the member holding the last data bytes, so that gzip
+		// verifies its CRC-32 (earlier members were verified on the way).
+		// Anything after that member holds no image data and is ignored,
+		// as zlib does: more members, zero padding or other trailing bytes.
+		s.gz.final = true
 		if _, err := io.Copy(io.Discard, s.r); err != nil {
 			return nil, s.gzipErr(err)
 		}
