@@ -67,9 +67,9 @@ func Decode(name string, data []byte) (*Volume, error) {
 type source struct {
 	name  string
 	r     io.Reader
-	limit int64 // the stream cannot be longer than this
+	limit int64       // the stream cannot be longer than this
 	gz    *gzipReader // nil for an uncompressed file
-	size  int64        // size of the file (compressed size for gzip)
+	size  int64       // size of the file (compressed size for gzip)
 }
 
 func open(path string) (*source, func(), error) {
