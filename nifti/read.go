@@ -69,7 +69,6 @@ type source struct {
 	r     io.Reader
 	limit int64       // the stream cannot be longer than this
 	gz    *gzipReader // nil for an uncompressed file
-	size  int64       // size of the file (compressed size for gzip)
 }
 
 func open(path string) (*source, func(), error) {
@@ -92,7 +91,7 @@ func open(path string) (*source, func(), error) {
 
 func newSource(name string, r io.Reader, size int64) (*source, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
-	s := &source{name: name, r: br, limit: size, size: size}
+	s := &source{name: name, r: br, limit: size}
 	magic, _ := br.Peek(2)
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
