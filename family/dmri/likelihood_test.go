@@ -329,3 +329,55 @@ func TestSimulateBatchReproducible(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSimulateBSZTConvUKB measures end-to-end simulation throughput of
+// bszt-conv on the UKB-like table (n = 105) with family.SimulateBatch on
+// all cores: λ ~ U(0,1), mask from the dimension-penalised prior,
+// θ ~ N(0, I₁₁₄), noise. One op = one simulation. Besides wall-clock
+// sims/s it reports cpu-µs/sim, the process CPU time per simulation, and
+// sims/s-2cpu = 2/cpu-time, the throughput both cores would give if no
+// other job competed for them (the development machine is shared).
+func BenchmarkSimulateBSZTConvUKB(b *testing.B) {
+	f := BSZTConv()
+	opt := family.SimOptions{Seed: 1, Lambda: math.NaN(), Designs: family.FixedDesign(UKBDesign())}
+	const batch = 4096
+	out := make([]family.Sample, batch)
+	family.SimulateBatch(f, opt, 0, out)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, ok := processCPU()
+	done := 0
+	for done < b.N {
+		k := min(batch, b.N-done)
+		family.SimulateBatch(f, opt, uint64(done), out[:k])
+		done += k
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sims/s")
+	if cpu, ok2 := processCPU(); ok && ok2 {
+		per := (cpu - cpu0) / float64(b.N)
+		b.ReportMetric(per*1e6, "cpu-µs/sim")
+		b.ReportMetric(2/per, "sims/s-2cpu")
+	}
+}
+
+// BenchmarkSimulateBSZTConvFullUKB simulates the worst case: every one of
+// the 19 compartments of bszt-conv active (λ = 1 would only turn each on
+// with probability ½), UKB-like table, one core.
+func BenchmarkSimulateBSZTConvFullUKB(b *testing.B) {
+	f := BSZTConv()
+	r := rand.New(rand.NewPCG(1, 1))
+	des := UKBDesign()
+	theta := make([]float64, f.layout.DMax)
+	for i := range theta {
+		theta[i] = r.NormFloat64()
+	}
+	m := make([]bool, len(f.comps))
+	for k := range m {
+		m[k] = k <= f.nc
+	}
+	x := make([]float64, des.N)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Simulate(r, des, theta, m, x)
+	}
+}
