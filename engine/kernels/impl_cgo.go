@@ -28,10 +28,12 @@ const Backend = "c"
 // m×k and op(B) k×n; op transposes when transA/transB is set. lda, ldb and
 // ldc are the row strides of A, B and C as stored.
 //
-// OpenBLAS runs single-threaded and Sgemm splits the product over this
-// package's workers itself (see the package documentation), along m, n or k
-// — whichever makes each worker read the least memory; a k split sums the
-// workers' partial products.
+// Each worker's piece runs on the package's own AVX-512 kernel when the
+// product is skinny (one of m, k at most 256, n at most 1024: the network's
+// shapes) and on single-threaded OpenBLAS otherwise. Sgemm splits the
+// product over the package's workers itself (see the package
+// documentation), along m, n or k — whichever makes each worker read the
+// least memory; a k split sums the workers' partial products.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
