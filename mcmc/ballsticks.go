@@ -120,10 +120,13 @@ const (
 // every buffer the chain needs, so Run does not allocate; a Sampler must not
 // be used by two goroutines at once (RunVoxels uses one per worker).
 type Sampler struct {
-	set Settings
-	n   int
-	b   []float64
-	g   [][3]float64
+	set  Settings
+	n    int
+	b    []float64
+	g    [][3]float64
+	ub   []float64 // distinct b-values
+	bIdx []int     // b[j] = ub[bIdx[j]]
+	ubuf []float64 // ball signal per distinct b-value
 
 	y     []float64
 	x     [pFibre + 3*MaxFibres]float64 // current parameters
@@ -159,6 +162,19 @@ func NewSampler(d family.Design, s Settings) (*Sampler, error) {
 		sm.b[j] = r[0]
 		sm.g[j] = [3]float64{r[1], r[2], r[3]}
 	}
+	// The ball depends on b only, and tables repeat a few b-values.
+	sm.bIdx = make([]int, n)
+	seen := map[float64]int{}
+	for j, b := range sm.b {
+		u, ok := seen[b]
+		if !ok {
+			u = len(sm.ub)
+			seen[b] = u
+			sm.ub = append(sm.ub, b)
+		}
+		sm.bIdx[j] = u
+	}
+	sm.ubuf = make([]float64, len(sm.ub))
 	buf := make([]float64, n*(5+2*MaxFibres))
 	next := func() []float64 { v := buf[:n:n]; buf = buf[n:]; return v }
 	sm.y, sm.ball, sm.mix, sm.ballNew, sm.mixNew = next(), next(), next(), next(), next()
@@ -319,8 +335,11 @@ func gammaShape(d, s float64) (k, q float64) {
 // compartments evaluates the ball and stick signals for (d, d_std).
 func (sm *Sampler) compartments(d, dstd float64, ball []float64, stick *[MaxFibres][]float64) {
 	k, q := gammaShape(d, dstd)
-	for j, b := range sm.b {
-		ball[j] = math.Exp(-k * math.Log1p(b*q))
+	for u, b := range sm.ub {
+		sm.ubuf[u] = math.Exp(-k * math.Log1p(b*q))
+	}
+	for j, u := range sm.bIdx {
+		ball[j] = sm.ubuf[u]
 	}
 	for i := 0; i < sm.set.Fibres; i++ {
 		sm.stickSignal(direction(sm.x[pFibre+3*i+1], sm.x[pFibre+3*i+2]), d, dstd, stick[i])
