@@ -1,0 +1,256 @@
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	gplot "gonum.org/v1/plot"
+)
+
+// Sweep summarises a model posterior over a grid of the complexity
+// hyperparameter λ (paper Fig. 2 right and Fig. 3a).
+type Sweep struct {
+	// Lambda is the grid, in increasing order.
+	Lambda []float64
+	// Center is a summary of the number of active components at each λ,
+	// e.g. the posterior median; Lo and Hi, if given, bound a band such as
+	// the central 90 % interval. CenterName names it in the legend
+	// (default "median").
+	Center, Lo, Hi []float64
+	CenterName     string
+	// Models, if given, holds the posterior probability of each of the top
+	// models at each λ (one Series per model, named by its components);
+	// they are drawn as stacked areas in a second panel, with the remaining
+	// mass shown as "other".
+	Models []Series
+}
+
+// LambdaSweep writes the λ-sweep figure: the number of active components
+// against λ with its band and, when s.Models is given, a second panel with
+// the stacked posterior probabilities of the top models against λ. At least
+// one of s.Center and s.Models is required. o.XLabel defaults to "λ" and
+// o.YLabel (of the first panel) to "active components". The default size is
+// 700×500 pixels with one panel and 1300×500 with two.
+func LambdaSweep(path string, s Sweep, o Options) error {
+	return saveAtomic(path, func(w io.Writer) error { return WriteLambdaSweep(w, s, o) })
+}
+
+// WriteLambdaSweep is LambdaSweep writing the PNG to w.
+func WriteLambdaSweep(w io.Writer, s Sweep, o Options) error {
+	return wrap("lambda sweep", writeLambdaSweep(w, s, o))
+}
+
+func writeLambdaSweep(w io.Writer, s Sweep, o Options) error {
+	n := len(s.Lambda)
+	if n < 2 {
+		return fmt.Errorf("need at least 2 λ values, have %d", n)
+	}
+	for i, l := range s.Lambda {
+		if !finite(l) || (i > 0 && l <= s.Lambda[i-1]) {
+			return fmt.Errorf("λ grid must be finite and strictly increasing (index %d: %v)", i, l)
+		}
+	}
+	if len(s.Center) == 0 && len(s.Models) == 0 {
+		return errNoData
+	}
+	xl := o.XLabel
+	if xl == "" {
+		xl = "λ"
+	}
+	var panels []*gplot.Plot
+	var key *sideKey
+	if len(s.Center) > 0 {
+		p, err := sweepComponents(s, xl, o.YLabel)
+		if err != nil {
+			return err
+		}
+		panels = append(panels, p)
+	}
+	if len(s.Models) > 0 {
+		p, l, err := sweepModels(s, xl)
+		if err != nil {
+			return err
+		}
+		panels = append(panels, p)
+		key = l
+	}
+	defW := 700
+	if len(panels) == 2 {
+		defW = 1300
+	}
+	wd, ht, err := o.size(defW, 500)
+	if err != nil {
+		return err
+	}
+	return encode(w, wd, ht, func(c draw.Canvas) error {
+		c = titled(c, o.Title)
+		tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(18), PadTop: vg.Points(2), PadRight: vg.Points(4)}
+		for i, p := range panels {
+			t := tiles.At(c, i, 0)
+			if key != nil && i == len(panels)-1 {
+				// The key of the stacked areas goes to the right of the
+				// panel, where it cannot hide the areas.
+				k := t
+				t.Max.X -= key.width
+				k.Min.X = t.Max.X
+				k.Max.Y -= vg.Points(8)
+				key.l.Draw(k)
+			}
+			p.Draw(t)
+		}
+		return nil
+	})
+}
+
+// sweepComponents draws the number of active components against λ.
+func sweepComponents(s Sweep, xl, yl string) (*gplot.Plot, error) {
+	n := len(s.Lambda)
+	if len(s.Center) != n {
+		return nil, fmt.Errorf("Center has %d values for %d λ values", len(s.Center), n)
+	}
+	hasBand := len(s.Lo) > 0 || len(s.Hi) > 0
+	if hasBand && (len(s.Lo) != n || len(s.Hi) != n) {
+		return nil, fmt.Errorf("band has %d/%d values for %d λ values", len(s.Lo), len(s.Hi), n)
+	}
+	if yl == "" {
+		yl = "active components"
+	}
+	p := newPlot("", xl, yl)
+	p.Add(plotter.NewGrid())
+	c := seriesColor(0)
+	if hasBand {
+		var up, down plotter.XYs
+		for i := range s.Lambda {
+			if finite(s.Lo[i]) && finite(s.Hi[i]) {
+				up = append(up, plotter.XY{X: s.Lambda[i], Y: s.Hi[i]})
+				down = append(down, plotter.XY{X: s.Lambda[i], Y: s.Lo[i]})
+			}
+		}
+		if len(up) < 2 {
+			return nil, fmt.Errorf("band has fewer than 2 finite points")
+		}
+		for i := len(down) - 1; i >= 0; i-- {
+			up = append(up, down[i])
+		}
+		poly, err := plotter.NewPolygon(up)
+		if err != nil {
+			return nil, err
+		}
+		poly.Color = withAlpha(c, 0x50)
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		p.Legend.Add("band", poly)
+	}
+	var line plotter.XYs
+	for i, l := range s.Lambda {
+		if finite(s.Center[i]) {
+			line = append(line, plotter.XY{X: l, Y: s.Center[i]})
+		}
+	}
+	if len(line) < 2 {
+		return nil, fmt.Errorf("Center has fewer than 2 finite values")
+	}
+	l, s2, err := plotter.NewLinePoints(line)
+	if err != nil {
+		return nil, err
+	}
+	l.Color, l.Width = c, vg.Points(1.8)
+	s2.GlyphStyle.Color, s2.GlyphStyle.Shape, s2.GlyphStyle.Radius = c, draw.CircleGlyph{}, vg.Points(2.2)
+	p.Add(l, s2)
+	name := s.CenterName
+	if name == "" {
+		name = "median"
+	}
+	p.Legend.Add(name, l, s2)
+	p.Legend.Left = true
+	if p.Y.Min > 0 {
+		p.Y.Min = 0
+	}
+	return p, nil
+}
+
+// sweepModels draws the stacked probabilities of the top models against λ.
+// sideKey is a legend drawn beside a panel, with the width it needs.
+type sideKey struct {
+	l     gplot.Legend
+	width vg.Length
+}
+
+func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
+	n := len(s.Lambda)
+	cum := make([]float64, n)
+	p := newPlot("", xl, "posterior probability")
+	type layer struct {
+		name string
+		poly *plotter.Polygon
+	}
+	var layers []layer
+	addLayer := func(name string, vals []float64, c color.Color) error {
+		ring := make(plotter.XYs, 0, 2*n)
+		for i, l := range s.Lambda {
+			ring = append(ring, plotter.XY{X: l, Y: cum[i] + vals[i]})
+		}
+		for i := n - 1; i >= 0; i-- {
+			ring = append(ring, plotter.XY{X: s.Lambda[i], Y: cum[i]})
+		}
+		poly, err := plotter.NewPolygon(ring)
+		if err != nil {
+			return err
+		}
+		poly.Color = c
+		poly.LineStyle.Color = withAlpha(palette[7], 0x60)
+		poly.LineStyle.Width = vg.Points(0.4)
+		p.Add(poly)
+		layers = append(layers, layer{name, poly})
+		for i := range cum {
+			cum[i] += vals[i]
+		}
+		return nil
+	}
+	for mi, m := range s.Models {
+		if len(m.Values) != n {
+			return nil, nil, fmt.Errorf("model %q has %d values for %d λ values", m.Name, len(m.Values), n)
+		}
+		for i, v := range m.Values {
+			if !finite(v) || v < 0 {
+				return nil, nil, fmt.Errorf("model %q: probability %v at λ=%v, want finite and ≥ 0", m.Name, v, s.Lambda[i])
+			}
+		}
+		if err := addLayer(m.Name, m.Values, withAlpha(seriesColor(mi), 0xc0)); err != nil {
+			return nil, nil, err
+		}
+	}
+	other := make([]float64, n)
+	anyOther := false
+	for i, c := range cum {
+		if c > 1+1e-6 {
+			return nil, nil, fmt.Errorf("model probabilities sum to %v > 1 at λ=%v", c, s.Lambda[i])
+		}
+		other[i] = math.Max(0, 1-c)
+		anyOther = anyOther || other[i] > 1e-6
+	}
+	if anyOther {
+		if err := addLayer("other", other, bandGrey); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Key from the top layer down, matching the stacking order.
+	key := gplot.NewLegend()
+	key.TextStyle.Font.Size = vg.Points(9)
+	key.Top, key.Left = true, true
+	var width vg.Length
+	for i := len(layers) - 1; i >= 0; i-- {
+		key.Add(layers[i].name, layers[i].poly)
+		width = max(width, textWidth(key.TextStyle.Font, layers[i].name))
+	}
+	width += key.ThumbnailWidth + 2*key.Padding + vg.Points(12)
+	p.X.Min, p.X.Max = s.Lambda[0], s.Lambda[n-1]
+	p.Y.Min, p.Y.Max = 0, 1
+	return p, &sideKey{key, width}, nil
+}
