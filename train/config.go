@@ -94,13 +94,17 @@ func optimFromEngine(c optim.Config) OptimConfig {
 		Clip: c.Clip, ClipEps: c.ClipEps, EMADecay: c.EMADecay}
 }
 
-// DefaultConfig returns the defaults for family f: batch 256, checkpoints
-// every 5 minutes, a log line every 10 steps, 1024 validation simulations
-// per stream every 500 steps, 4 steps of prefetch on one simulator
-// goroutine, network.DefaultConfig(f) and optim.DefaultConfig() (RAdam 5e-4,
-// AGC 2.0, EMA 0.999). Neither Steps nor Minutes is set.
+// DefaultConfig returns the defaults for family f. The base settings are
+// batch 256, checkpoints every 5 minutes, a log line every 10 steps, 1024
+// validation simulations per stream every 500 steps, 4 steps of prefetch
+// on one simulator goroutine, network.DefaultConfig(f) and
+// optim.DefaultConfig() (RAdam 5e-4, AGC 2.0, EMA 0.999). Families with a
+// shipped configuration (configs/FAMILY.yaml: lingauss-k6, symbolic-k15,
+// symbolic-k50, b3s, bszt) get its sizes instead (tuned, see that file
+// and docs/training.md), so that `prism train --family F` without
+// --config trains the shipped setting. Neither Steps nor Minutes is set.
 func DefaultConfig(f family.Family) Config {
-	return Config{
+	c := Config{
 		Family:            f.Name(),
 		BatchSize:         256,
 		CheckpointMinutes: 5,
@@ -111,6 +115,53 @@ func DefaultConfig(f family.Family) Config {
 		Network:           network.DefaultConfig(f),
 		Optimizer:         optimFromEngine(optim.DefaultConfig()),
 	}
+	if tune := tuned[f.Name()]; tune != nil {
+		tune(&c)
+	}
+	return c
+}
+
+// tuned holds the per-family settings of the shipped configurations
+// (configs/*.yaml, which TestShippedConfigs checks against these).
+var tuned = map[string]func(*Config){
+	"lingauss-k6": func(c *Config) {
+		// A small, fast network: many small steps learn q(M|x,λ) fastest
+		// within minutes on 2 cores (docs/training.md).
+		c.BatchSize = 32
+		c.CheckpointMinutes = 2
+		c.LogEvery = 50
+		c.Validation = ValidationConfig{Size: 1024, Every: 1000}
+		n := &c.Network
+		n.ModelDim, n.Heads, n.HeadDim = 32, 2, 16
+		n.EncoderLayers, n.MaskLayers, n.ParamLayers = 2, 3, 1
+	},
+	"symbolic-k15": func(c *Config) {
+		c.BatchSize = 128
+		c.Validation = ValidationConfig{Size: 1024, Every: 250}
+		n := &c.Network
+		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
+	},
+	"symbolic-k50": func(c *Config) {
+		c.BatchSize = 64
+		c.Validation = ValidationConfig{Size: 512, Every: 250}
+		n := &c.Network
+		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
+	},
+	"b3s": func(c *Config) {
+		c.BatchSize = 32
+		c.Designs = []string{"ukb-mix", "hcp-mix"}
+		c.Validation = ValidationConfig{Size: 512, Every: 250}
+		n := &c.Network
+		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
+	},
+	"bszt": func(c *Config) {
+		c.BatchSize = 32
+		c.Designs = []string{"ukb-mix", "hcp-mix"}
+		c.Validation = ValidationConfig{Size: 512, Every: 250}
+		n := &c.Network
+		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 6
+		c.Optimizer.Clip = 1
+	},
 }
 
 // Validate checks the configuration against family f (design names are

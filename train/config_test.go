@@ -101,6 +101,12 @@ func TestShippedConfigs(t *testing.T) {
 			t.Errorf("%s is for family %s", p, c.Family)
 		}
 		f, _ := family.Lookup(c.Family)
+		// The file and DefaultConfig must agree apart from the run length.
+		d := c
+		d.Steps, d.Minutes = 0, 0
+		if def := DefaultConfig(f); !reflect.DeepEqual(d, def) {
+			t.Errorf("%s differs from DefaultConfig(%s):\n%+v\n%+v", p, name, d, def)
+		}
 		if err := c.Validate(f); err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue

@@ -447,3 +447,51 @@ func TestValidationUsesEMAAndKeepsRawWeights(t *testing.T) {
 		t.Error("raw and EMA weights give the same validation loss")
 	}
 }
+
+// TestTwoStreamsResume runs the dMRI path: two design streams of different
+// lengths per step (UKB-like n = 105 and HCP-like n = 297), a crash between
+// checkpoints and a resume, against an uninterrupted run.
+func TestTwoStreamsResume(t *testing.T) {
+	f, err := family.Lookup("b3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig(f)
+	cfg.Seed, cfg.BatchSize, cfg.Steps, cfg.CheckpointEvery, cfg.LogEvery = 5, 4, 8, 3, 2
+	cfg.Designs = []string{"ukb-mix", "hcp-mix"}
+	cfg.Validation = ValidationConfig{Size: 6, Every: 4}
+	cfg.Prefetch, cfg.SimWorkers = 2, 2
+	n := &cfg.Network
+	n.ModelDim, n.Heads, n.HeadDim, n.MLPWidth = 16, 2, 8, 2
+	n.EncoderLayers, n.MaskLayers, n.ParamLayers = 1, 1, 1
+	n.LambdaEmbed, n.NoiseEmbed, n.BEmbed = 8, 8, 6
+
+	ref := filepath.Join(t.TempDir(), "ref")
+	runToEnd(t, newTrainer(t, cfg, ref))
+	dir := filepath.Join(t.TempDir(), "crash")
+	tr := newTrainer(t, cfg, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	tr.opts.AfterStep = func(s int64) {
+		if s == 5 {
+			cancel()
+		}
+	}
+	if _, err := tr.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	tr.Close()
+	rt, err := Resume(dir, "", nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if rt.Step() != 3 {
+		t.Fatalf("resumed at step %d, want 3", rt.Step())
+	}
+	runToEnd(t, rt)
+	sameCheckpoint(t, ref, dir)
+	st := rt.State()
+	if want := []uint64{8 * 4, 8 * 4}; !slices.Equal(st.Next, want) {
+		t.Errorf("next samples %v, want %v", st.Next, want)
+	}
+}
