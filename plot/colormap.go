@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	gplot "gonum.org/v1/plot"
 )
@@ -73,7 +74,7 @@ func (m ColorMap) valid() error {
 // [x0, x1]×[y0, y1], resampled with nearest neighbours to the device
 // resolution so that cells and voxels keep sharp edges.
 type raster struct {
-	img            image.Image
+	img            *image.NRGBA
 	x0, y0, x1, y1 float64
 }
 
@@ -87,12 +88,21 @@ func (r raster) Plot(c draw.Canvas, p *gplot.Plot) {
 	drawNearest(c, rect, r.img)
 }
 
-// drawNearest draws img into rect of c, upsampled with nearest neighbours
-// to the canvas resolution.
-func drawNearest(c draw.Canvas, rect vg.Rectangle, img image.Image) {
+// drawNearest draws img into rect of c, resampled with nearest neighbours
+// at the canvas resolution. On an image canvas the pixels are written
+// directly (pixel-exact, and fast for large rasters); elsewhere the
+// resampled image is handed to the canvas.
+func drawNearest(c draw.Canvas, rect vg.Rectangle, img *image.NRGBA) {
 	d := float64(dpi)
 	if r, ok := c.Canvas.(interface{ DPI() float64 }); ok {
 		d = r.DPI()
+	}
+	if vc, ok := imageCanvas(c.Canvas); ok {
+		dst, ok := vc.Image().(*image.RGBA)
+		if ok {
+			blitNearest(dst, rect, d, img)
+			return
+		}
 	}
 	w := int(math.Round(rect.Size().X.Dots(d)))
 	h := int(math.Round(rect.Size().Y.Dots(d)))
@@ -100,14 +110,67 @@ func drawNearest(c draw.Canvas, rect vg.Rectangle, img image.Image) {
 		return
 	}
 	b := img.Bounds()
-	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
+	out := image.NewNRGBA(image.Rect(0, 0, w, h))
 	for y := range h {
 		sy := b.Min.Y + y*b.Dy()/h
 		for x := range w {
-			dst.Set(x, y, img.At(b.Min.X+x*b.Dx()/w, sy))
+			out.SetNRGBA(x, y, img.NRGBAAt(b.Min.X+x*b.Dx()/w, sy))
 		}
 	}
-	c.DrawImage(rect, dst)
+	c.DrawImage(rect, out)
+}
+
+// imageCanvas returns the image canvas under layers of draw.Canvas, which
+// pass drawing through unchanged.
+func imageCanvas(c vg.Canvas) (*vgimg.Canvas, bool) {
+	for {
+		switch v := c.(type) {
+		case *vgimg.Canvas:
+			return v, true
+		case draw.Canvas:
+			c = v.Canvas
+		case *draw.Canvas:
+			c = v.Canvas
+		default:
+			return nil, false
+		}
+	}
+}
+
+// blitNearest writes img scaled to rect (in points, y upwards) into dst at
+// the given resolution. Opaque source pixels replace the destination,
+// transparent ones leave it, translucent ones are composited over it.
+func blitNearest(dst *image.RGBA, rect vg.Rectangle, dpi float64, img *image.NRGBA) {
+	H := dst.Bounds().Dy()
+	x0 := int(math.Round(rect.Min.X.Dots(dpi)))
+	x1 := int(math.Round(rect.Max.X.Dots(dpi)))
+	y0 := H - int(math.Round(rect.Max.Y.Dots(dpi)))
+	y1 := H - int(math.Round(rect.Min.Y.Dots(dpi)))
+	w, h := x1-x0, y1-y0
+	if w <= 0 || h <= 0 {
+		return
+	}
+	sb := img.Bounds()
+	clip := image.Rect(x0, y0, x1, y1).Intersect(dst.Bounds())
+	for y := clip.Min.Y; y < clip.Max.Y; y++ {
+		sy := sb.Min.Y + (y-y0)*sb.Dy()/h
+		for x := clip.Min.X; x < clip.Max.X; x++ {
+			s := img.NRGBAAt(sb.Min.X+(x-x0)*sb.Dx()/w, sy)
+			switch s.A {
+			case 0:
+			case 0xff:
+				dst.SetRGBA(x, y, color.RGBA{s.R, s.G, s.B, 0xff})
+			default:
+				dr, dg, db, da := dst.RGBAAt(x, y).RGBA()
+				sr, sg, sbl, sa := s.RGBA()
+				k := 0xffff - sa
+				dst.SetRGBA(x, y, color.RGBA{
+					uint8((sr + dr*k/0xffff) >> 8), uint8((sg + dg*k/0xffff) >> 8),
+					uint8((sbl + db*k/0xffff) >> 8), uint8((sa + da*k/0xffff) >> 8),
+				})
+			}
+		}
+	}
 }
 
 // colorBar returns a plot showing colour map m over [lo, hi] as a vertical

@@ -50,7 +50,7 @@ func exampleFigures() map[string]func(path string) error {
 				a, b := rng.NormFloat64(), rng.NormFloat64()
 				samples[i] = []float64{0.6 + 0.05*a, 1.2 + 0.1*(0.8*a+0.6*b), 0.3 + 0.2*rng.NormFloat64(), 1.7 + 0.1*math.Abs(rng.NormFloat64())}
 			}
-			return PairPlot(path, names, samples, PairOptions{Options: Options{Title: "Parameter posterior"}, Truth: []float64{0.62, 1.25, 0.2, 1.72}})
+			return PairPlot(path, names, samples, PairOptions{Options: Options{Title: "Parameter posterior", Width: 640, Height: 640}, Truth: []float64{0.62, 1.25, 0.2, 1.72}, MaxPoints: 1000})
 		},
 		"predictive-band": func(path string) error {
 			rng := newRNG(2)

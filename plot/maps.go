@@ -115,7 +115,7 @@ func writeSliceMap(w io.Writer, g Grid, o SliceOptions) error {
 
 // drawLetterboxed draws img as large as fits in c with square pixels,
 // centred.
-func drawLetterboxed(c draw.Canvas, img image.Image) {
+func drawLetterboxed(c draw.Canvas, img *image.NRGBA) {
 	pad := vg.Points(4)
 	cw, ch := c.Max.X-c.Min.X-2*pad, c.Max.Y-c.Min.Y-2*pad
 	b := img.Bounds()
