@@ -33,7 +33,7 @@ func PredictiveBand(path string, obs Points, bands []Band, o Options) error {
 
 // WritePredictiveBand is PredictiveBand writing the PNG to w.
 func WritePredictiveBand(w io.Writer, obs Points, bands []Band, o Options) error {
-	return wrap("predictive band", writePredictiveBand(w, obs, bands, o))
+	return guard("predictive band", func() error { return writePredictiveBand(w, obs, bands, o) })
 }
 
 func writePredictiveBand(w io.Writer, obs Points, bands []Band, o Options) error {

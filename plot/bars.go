@@ -20,7 +20,7 @@ func ModelBars(path string, labels []string, series []Series, o Options) error {
 
 // WriteModelBars is ModelBars writing the PNG to w.
 func WriteModelBars(w io.Writer, labels []string, series []Series, o Options) error {
-	return wrap("model bars", writeModelBars(w, labels, series, o))
+	return guard("model bars", func() error { return writeModelBars(w, labels, series, o) })
 }
 
 func writeModelBars(w io.Writer, labels []string, series []Series, o Options) error {

@@ -50,7 +50,7 @@ func CalibrationECDF(path string, series []Series, o CalibrationOptions) error {
 
 // WriteCalibrationECDF is CalibrationECDF writing the PNG to w.
 func WriteCalibrationECDF(w io.Writer, series []Series, o CalibrationOptions) error {
-	return wrap("calibration ECDF", writeCalibrationECDF(w, series, o))
+	return guard("calibration ECDF", func() error { return writeCalibrationECDF(w, series, o) })
 }
 
 func writeCalibrationECDF(w io.Writer, series []Series, o CalibrationOptions) error {

@@ -32,7 +32,7 @@ func ConfusionMatrix(path string, m [][]float64, rowLabels, colLabels []string, 
 
 // WriteConfusionMatrix is ConfusionMatrix writing the PNG to w.
 func WriteConfusionMatrix(w io.Writer, m [][]float64, rowLabels, colLabels []string, o Options) error {
-	return wrap("confusion matrix", writeConfusionMatrix(w, m, rowLabels, colLabels, o))
+	return guard("confusion matrix", func() error { return writeConfusionMatrix(w, m, rowLabels, colLabels, o) })
 }
 
 func writeConfusionMatrix(w io.Writer, m [][]float64, rowLabels, colLabels []string, o Options) error {

@@ -30,7 +30,7 @@ func Histogram(path string, series []Series, o HistogramOptions) error {
 
 // WriteHistogram is Histogram writing the PNG to w.
 func WriteHistogram(w io.Writer, series []Series, o HistogramOptions) error {
-	return wrap("histogram", writeHistogram(w, series, o))
+	return guard("histogram", func() error { return writeHistogram(w, series, o) })
 }
 
 func writeHistogram(w io.Writer, series []Series, o HistogramOptions) error {
@@ -60,6 +60,9 @@ func writeHistogram(w io.Writer, series []Series, o HistogramOptions) error {
 	if hi == lo {
 		lo, hi = lo-0.5, hi+0.5
 	}
+	if !finite(hi - lo) {
+		return fmt.Errorf("value range [%v, %v] too wide", lo, hi)
+	}
 	wd, ht, err := o.size(800, 500)
 	if err != nil {
 		return err
@@ -81,7 +84,7 @@ func writeHistogram(w io.Writer, series []Series, o HistogramOptions) error {
 			hb[b].Max = lo + float64(b+1)*width
 		}
 		for _, v := range vs {
-			b := min(int((v-lo)/width), bins-1)
+			b := min(max(int((v-lo)/width), 0), bins-1)
 			hb[b].Weight++
 		}
 		if o.Density {

@@ -43,7 +43,7 @@ func LambdaSweep(path string, s Sweep, o Options) error {
 
 // WriteLambdaSweep is LambdaSweep writing the PNG to w.
 func WriteLambdaSweep(w io.Writer, s Sweep, o Options) error {
-	return wrap("lambda sweep", writeLambdaSweep(w, s, o))
+	return guard("lambda sweep", func() error { return writeLambdaSweep(w, s, o) })
 }
 
 func writeLambdaSweep(w io.Writer, s Sweep, o Options) error {

@@ -42,7 +42,7 @@ func SliceMap(path string, g Grid, o SliceOptions) error {
 
 // WriteSliceMap is SliceMap writing the PNG to w.
 func WriteSliceMap(w io.Writer, g Grid, o SliceOptions) error {
-	return wrap("slice map", writeSliceMap(w, g, o))
+	return guard("slice map", func() error { return writeSliceMap(w, g, o) })
 }
 
 func checkGrid(nx, ny, per, n int) error {
@@ -81,13 +81,18 @@ func writeSliceMap(w io.Writer, g Grid, o SliceOptions) error {
 		return fmt.Errorf("value range [%v, %v] is empty or not finite", lo, hi)
 	}
 	img := image.NewNRGBA(image.Rect(0, 0, g.NX, g.NY))
+	drawn := 0
 	for y := range g.NY {
 		for x := range g.NX {
 			v := g.Data[x+g.NX*y]
 			if finite(v) {
 				img.SetNRGBA(x, g.NY-1-y, o.ColorMap.Color((v-lo)/(hi-lo)))
+				drawn++
 			}
 		}
+	}
+	if drawn == 0 {
+		return fmt.Errorf("no finite value")
 	}
 	wd, ht, err := o.size(700, 600)
 	if err != nil {
@@ -148,7 +153,7 @@ func DirectionMap(path string, d Directions, o Options) error {
 
 // WriteDirectionMap is DirectionMap writing the PNG to w.
 func WriteDirectionMap(w io.Writer, d Directions, o Options) error {
-	return wrap("direction map", writeDirectionMap(w, d, o))
+	return guard("direction map", func() error { return writeDirectionMap(w, d, o) })
 }
 
 func writeDirectionMap(w io.Writer, d Directions, o Options) error {

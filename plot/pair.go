@@ -43,7 +43,7 @@ func PairPlot(path string, names []string, samples [][]float64, o PairOptions) e
 
 // WritePairPlot is PairPlot writing the PNG to w.
 func WritePairPlot(w io.Writer, names []string, samples [][]float64, o PairOptions) error {
-	return wrap("pair plot", writePairPlot(w, names, samples, o))
+	return guard("pair plot", func() error { return writePairPlot(w, names, samples, o) })
 }
 
 func writePairPlot(w io.Writer, names []string, samples [][]float64, o PairOptions) error {
@@ -97,6 +97,9 @@ func writePairPlot(w io.Writer, names []string, samples [][]float64, o PairOptio
 			pad = 0.5 * math.Max(1e-9, math.Abs(lo[k]))
 		}
 		lo[k], hi[k] = lo[k]-pad, hi[k]+pad
+		if !finite(hi[k] - lo[k]) {
+			return fmt.Errorf("parameter %q: range [%v, %v] too wide", names[k], lo[k], hi[k])
+		}
 	}
 	stride := (len(rows) + maxPts - 1) / maxPts
 	alpha := uint8(0x90)

@@ -113,14 +113,7 @@ func newPlot(title, xlabel, ylabel string) *gplot.Plot {
 }
 
 // render draws a figure of w×h pixels with paint and returns the image.
-// A panic inside the plotting library is turned into an error so that a
-// corner case the validation missed cannot take the caller down.
-func render(w, h int, paint func(draw.Canvas) error) (img image.Image, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			img, err = nil, fmt.Errorf("internal drawing error: %v", r)
-		}
-	}()
+func render(w, h int, paint func(draw.Canvas) error) (image.Image, error) {
 	c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))), vgimg.UseDPI(dpi))
 	if err := paint(draw.New(c)); err != nil {
 		return nil, err
@@ -187,12 +180,20 @@ func saveAtomic(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// wrap prefixes errors with the figure name.
-func wrap(fig string, err error) error {
-	if err == nil {
-		return nil
+// guard runs f, prefixing its error with the figure name. A panic inside
+// f (the plotting library panics on some inputs that validation should
+// have caught) is turned into an error, so that a missed corner case
+// cannot take the calling command down.
+func guard(fig string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("plot: %s: internal drawing error: %v", fig, r)
+		}
+	}()
+	if err := f(); err != nil {
+		return fmt.Errorf("plot: %s: %w", fig, err)
 	}
-	return fmt.Errorf("plot: %s: %w", fig, err)
+	return nil
 }
 
 // errNoData is returned when a figure receives nothing to draw.

@@ -5,6 +5,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -608,5 +609,39 @@ func TestBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("failed figures left %d files", len(entries))
+	}
+}
+
+// TestDegenerateValues feeds constant, tiny-range and huge values to every
+// figure: each must either draw or return a validation error, never reach
+// the panic guard.
+func TestDegenerateValues(t *testing.T) {
+	for _, vs := range [][]float64{{5, 5, 5}, {0, 0, 0}, {1e-300, 2e-300, 3e-300}, {-1e300, 0, 1e300}, {math.Inf(1), 1, 2}} {
+		n := len(vs)
+		lam := []float64{0, 0.5, 1}
+		rows := make([][]float64, n)
+		for i, v := range vs {
+			rows[i] = []float64{v, vs[n-1-i]}
+		}
+		u := make([]float64, n)
+		for i, v := range vs {
+			u[i] = math.Min(1, math.Max(0, math.Abs(v)))
+		}
+		calls := map[string]error{
+			"bars":      WriteModelBars(io.Discard, []string{"a", "b", "c"}, []Series{{Values: u}}, Options{}),
+			"pair":      WritePairPlot(io.Discard, []string{"a", "b"}, rows, PairOptions{}),
+			"band":      WritePredictiveBand(io.Discard, Points{X: vs, Y: vs}, []Band{{X: lam, Mean: vs, Lo: vs, Hi: vs}}, Options{}),
+			"sweep":     WriteLambdaSweep(io.Discard, Sweep{Lambda: lam, Center: vs, Lo: vs, Hi: vs}, Options{}),
+			"ecdf":      WriteCalibrationECDF(io.Discard, []Series{{Values: u}}, CalibrationOptions{}),
+			"confusion": WriteConfusionMatrix(io.Discard, [][]float64{vs, vs}, nil, nil, Options{}),
+			"hist":      WriteHistogram(io.Discard, []Series{{Values: vs}}, HistogramOptions{}),
+			"slice":     WriteSliceMap(io.Discard, Grid{NX: 3, NY: 1, Data: vs}, SliceOptions{}),
+			"direction": WriteDirectionMap(io.Discard, Directions{NX: 1, NY: 1, V: vs}, Options{}),
+		}
+		for name, err := range calls {
+			if err != nil && strings.Contains(err.Error(), "internal") {
+				t.Errorf("%s %v: %v", name, vs, err)
+			}
+		}
 	}
 }
