@@ -3,8 +3,10 @@ package plot
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -21,6 +23,32 @@ func ModelBars(path string, labels []string, series []Series, o Options) error {
 // WriteModelBars is ModelBars writing the PNG to w.
 func WriteModelBars(w io.Writer, labels []string, series []Series, o Options) error {
 	return guard("model bars", func() error { return writeModelBars(w, labels, series, o) })
+}
+
+// maxBarValues is the largest number of bars that are labelled with their
+// values.
+const maxBarValues = 40
+
+// barValues labels the bars of one series with their values, just right
+// of each bar's end; dy is the bar centre's offset from its row centre.
+func barValues(vs []float64, k int, dy float64, sty text.Style) (*plotter.Labels, error) {
+	xys := make(plotter.XYs, len(vs))
+	strs := make([]string, len(vs))
+	for i, v := range vs {
+		xys[i] = plotter.XY{X: v, Y: float64(k-1-i) + dy}
+		strs[i] = strconv.FormatFloat(v, 'g', 2, 64)
+	}
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: strs})
+	if err != nil {
+		return nil, err
+	}
+	sty.Font.Size = vg.Points(8)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
+	for i := range l.TextStyle {
+		l.TextStyle[i] = sty
+	}
+	l.Offset = vg.Point{X: vg.Points(3)}
+	return l, nil
 }
 
 func writeModelBars(w io.Writer, labels []string, series []Series, o Options) error {
@@ -59,6 +87,7 @@ func writeModelBars(w io.Writer, labels []string, series []Series, o Options) er
 	// top; the series of a row share a band of height 0.8.
 	const band = 0.8
 	h := band / float64(ns)
+	var values []*plotter.Labels
 	for si, s := range series {
 		var poly *plotter.Polygon
 		var rings []plotter.XYer
@@ -76,6 +105,16 @@ func writeModelBars(w io.Writer, labels []string, series []Series, o Options) er
 		if ns > 1 || s.Name != "" {
 			p.Legend.Add(s.Name, poly)
 		}
+		if k*ns <= maxBarValues {
+			l, err := barValues(s.Values, k, band/2-(float64(si)+0.5)*h, p.Y.Tick.Label)
+			if err != nil {
+				return err
+			}
+			values = append(values, l)
+		}
+	}
+	for _, l := range values {
+		p.Add(l)
 	}
 	names := make([]string, k)
 	for i, l := range labels {
@@ -89,6 +128,9 @@ func writeModelBars(w io.Writer, labels []string, series []Series, o Options) er
 		p.X.Max = 1
 	}
 	p.X.Max *= 1.02
+	if len(values) > 0 {
+		p.X.Max *= 1.06 // room for the value labels
+	}
 	p.Legend.Top = false
 	p.Legend.Left = false
 	p.Legend.YOffs = vg.Points(4)
