@@ -83,6 +83,27 @@ func i01e(x float64) (i0e, i1e float64) {
 	return s0 * s, s1 * s
 }
 
+// i0e returns e^{−x}I₀(x) for x ≥ 0, as i01e without I₁.
+func i0e(x float64) float64 {
+	if x < besselCheb {
+		i := int(x)
+		y := 2*(x-float64(i)) - 1
+		c := &besselPieces[i].c0
+		var b1, b2 float64
+		y2 := 2 * y
+		for k := chebDeg; k >= 1; k-- {
+			b1, b2 = y2*b1-b2+c[k], b1
+		}
+		return y*b1 - b2 + c[0]
+	}
+	u := 1 / x
+	var s0 float64
+	for k := asymTerms - 1; k >= 0; k-- {
+		s0 = s0*u + asymA[k]
+	}
+	return s0 / math.Sqrt(2*math.Pi*x)
+}
+
 const (
 	besselCheb = 32 // Chebyshev pieces cover [0, 32)
 	chebDeg    = 14 // degree of each piece
@@ -156,8 +177,7 @@ func binghamLogZ(l [3]float64, mom bool) (logZ float64, m [3]float64) {
 		w := glW[i] * math.Exp(-delta*t2)
 		x := c * (1 - t2)
 		if !mom {
-			i0e, _ := i01e(x)
-			j0 += w * i0e
+			j0 += w * i0e(x)
 			continue
 		}
 		i0e, i1e := i01e(x)

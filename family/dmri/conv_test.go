@@ -544,3 +544,67 @@ func TestI01e(t *testing.T) {
 	}
 	t.Logf("largest relative error: %.3g", worst)
 }
+
+// TestBSZTConvLayout pins the bszt-conv layout against the paper and
+// reference-spec §2.1: C = 21 (19 compartments + 2 noise), d_max = 114 =
+// 18 fraction latents + 40 (BSZT) + 0 (Dot) + 4+5+6+7+6+8+8+10 + 2 noise,
+// and the dimension-penalised prior's per-compartment dimensions.
+func TestBSZTConvLayout(t *testing.T) {
+	f := BSZTConv()
+	if len(f.comps) != 21 || f.layout.DMax != 114 || f.layout.FractionLatents() != 18 {
+		t.Fatalf("C = %d, d_max = %d, fraction latents %d", len(f.comps), f.layout.DMax, f.layout.FractionLatents())
+	}
+	want := []int{1, 3, 3, 3, 4, 4, 4, 6, 6, 6, 0, 4, 5, 6, 7, 6, 8, 8, 10}
+	p := f.MaskPrior().(family.DimPenalisedPrior)
+	for k, d := range want {
+		if p.Dims[k] != d || f.layout.Blocks[k].Size != d {
+			t.Errorf("component %d (%s): prior dim %d, block %d, want %d", k, f.comps[k].Name, p.Dims[k], f.layout.Blocks[k].Size, d)
+		}
+	}
+	if o := f.layout.Blocks[indexOf(SANDIBingham)].Offset; o != 102 {
+		t.Errorf("SANDIBingham block at %d, want 102", o)
+	}
+	// Dot has no parameters: its prior probability is p0 = ½ for every λ.
+	if q := p.Prob(indexOf(Dot), 0); q != 0.5 {
+		t.Errorf("P(Dot on | λ=0) = %v", q)
+	}
+}
+
+// TestWatsonEigen compares the closed-form eigenvalues of the Watson kernel
+// matrix with Jacobi's, for a of both signs and κ up to 10⁶; tolerance
+// 1e−15·(|a| + κ) absolute plus 1e−13 relative on the smallest-magnitude
+// root, which the closed form keeps accurate by computing it as det/λ.
+func TestWatsonEigen(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	sorted := func(w [3]float64) [3]float64 {
+		for i := 0; i < 3; i++ {
+			for j := i + 1; j < 3; j++ {
+				if w[j] > w[i] {
+					w[i], w[j] = w[j], w[i]
+				}
+			}
+		}
+		return w
+	}
+	for trial := 0; trial < 500; trial++ {
+		a := 40 * (2*r.Float64() - 0.3)
+		kappa := math.Pow(10, 6*r.Float64()-1)
+		g := randUnit(r)
+		B := [3][3]float64{}
+		diag := [3]float64{0, -kappa, -kappa}
+		for i := 0; i < 3; i++ {
+			for j := 0; j < 3; j++ {
+				B[i][j] = -a * g[i] * g[j]
+			}
+			B[i][i] += diag[i]
+		}
+		wj, _ := jacobi3(B)
+		want := sorted(wj)
+		got := sorted(watsonEigen(a, kappa, g[0]))
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-15*(math.Abs(a)+kappa)*4+1e-13*math.Abs(want[i]) {
+				t.Fatalf("a=%g κ=%g g0=%g: eigenvalues %v, Jacobi %v", a, kappa, g[0], got, want)
+			}
+		}
+	}
+}

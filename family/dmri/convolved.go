@@ -228,10 +228,13 @@ func (ds *dispState) kernelLog(b float64, g [3]float64, dPar, dPerp float64, kg 
 	}
 	var w [3]float64
 	var V [3][3]float64
-	if a == 0 {
+	switch {
+	case a == 0:
 		w = diag
 		V = [3][3]float64{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}
-	} else {
+	case kg == nil && ds.beta == 0:
+		w = watsonEigen(a, ds.kappa, gp[0])
+	default:
 		w, V = jacobi3(B)
 	}
 	logZB, m := binghamLogZ(w, kg != nil)
@@ -265,6 +268,30 @@ func (ds *dispState) kernelLog(b float64, g [3]float64, dPar, dPerp float64, kg 
 		kg.vmub[i] = dM[0][1]*ds.mu[i] + dM[1][1]*ds.mub[i] + dM[2][1]*ds.nu[i]
 	}
 	return ls
+}
+
+// watsonEigen returns the eigenvalues of diag(0, −κ, −κ) − a g′g′ᵀ with
+// g′₀ = g0 (|g′| = 1): −κ, and the two roots of the 2×2 block on
+// span(e₀, g′⊥), [[−a g0², −a g0 g⊥], [−a g0 g⊥, −κ − a g⊥²]], whose trace
+// is −(a+κ) and determinant aκg0². The smaller-magnitude root is taken as
+// det/(other root) so that it keeps full relative precision.
+func watsonEigen(a, kappa, g0 float64) [3]float64 {
+	g02 := g0 * g0
+	m := -0.5 * (a + kappa)
+	h := 0.5 * (kappa + a*(1-2*g02)) // half the difference of the diagonal
+	d := math.Sqrt(h*h + a*a*g02*(1-g02))
+	det := a * kappa * g02
+	var l1, l2 float64
+	if m >= 0 {
+		l1 = m + d
+		if l1 != 0 {
+			l2 = det / l1
+		}
+	} else {
+		l2 = m - d
+		l1 = det / l2
+	}
+	return [3]float64{l1, l2, -kappa}
 }
 
 // signal returns the compartment signal at (b, g); with dg non-nil it also
