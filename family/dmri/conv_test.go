@@ -3,6 +3,7 @@ package dmri
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/prismsbi/prism/family"
@@ -605,6 +606,56 @@ func TestWatsonEigen(t *testing.T) {
 			if math.Abs(got[i]-want[i]) > 1e-15*(math.Abs(a)+kappa)*4+1e-13*math.Abs(want[i]) {
 				t.Fatalf("a=%g κ=%g g0=%g: eigenvalues %v, Jacobi %v", a, kappa, g[0], got, want)
 			}
+		}
+	}
+}
+
+// TestConvLatentErrors: out-of-support natural parameters of the dispersed
+// compartments are errors that name the parameter.
+func TestConvLatentErrors(t *testing.T) {
+	f := BSZTConv()
+	for _, tc := range []struct {
+		c    Compartment
+		v    map[string]float64
+		want string
+	}{
+		{WatsonZeppelin, map[string]float64{"d_par": 0.002, "d_perp": 0.0025, "theta": 1, "phi": 0, "odi": 0.5}, "d_perp"},
+		{WatsonZeppelin, map[string]float64{"d_par": 0.004, "d_perp": 0.001, "theta": 1, "phi": 0, "odi": 0.5}, "d_par"},
+		{WatsonStick, map[string]float64{"d": 0.002, "theta": 1, "phi": 0, "odi": 1.5}, "odi"},
+		{BinghamStick, map[string]float64{"d": 0.002, "theta": 1, "phi": 0, "odi": 0.5, "beta_frac": -0.1, "psi": 1}, "beta_frac"},
+		{BinghamStick, map[string]float64{"d": 0.002, "theta": 1, "phi": 0, "odi": 0.5, "beta_frac": 0.1, "psi": math.NaN()}, "psi"},
+		{NODDIWatson, map[string]float64{"f": 1.2, "d_par": 0.002, "d_perp": 0.001, "theta": 1, "phi": 0, "odi": 0.5}, "f"},
+		{SANDIWatson, map[string]float64{"f_in": 0.5, "f_ec": 0.5, "d_par_in": 0.002, "d_perp_ex": 0.001, "theta": 1, "phi": 0, "odi": 0.5}, "d_par_ex"},
+	} {
+		k := indexOf(tc.c)
+		m := make([]bool, len(f.comps))
+		m[k], m[f.nc] = true, true
+		_, err := f.Latent(family.Params{Components: map[int]map[string]float64{k: tc.v, f.nc: {"snr": 10}}}, m)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: error %v, want one naming %q", tc.c, tc.v, err, tc.want)
+		}
+	}
+	// A lower-hemisphere Bingham axis is flipped with ψ adjusted so that
+	// the second axis (and so the signal) is unchanged. At the antipode
+	// (π−θ, φ+π), e_θ is the same vector and e_φ changes sign, so the same
+	// second axis μ_β = cos ψ e_θ + sin ψ e_φ has angle π − ψ there.
+	k := indexOf(BinghamStick)
+	m := make([]bool, len(f.comps))
+	m[k], m[f.nc] = true, true
+	up := map[string]float64{"d": 0.002, "theta": 0.8, "phi": 0.5, "odi": 0.2, "beta_frac": 0.7, "psi": 0.9}
+	down := map[string]float64{"d": 0.002, "theta": math.Pi - 0.8, "phi": 0.5 + math.Pi, "odi": 0.2, "beta_frac": 0.7, "psi": math.Pi - 0.9}
+	des := refDesign()
+	x1, x2 := make([]float64, des.N), make([]float64, des.N)
+	for i, v := range []map[string]float64{up, down} {
+		th, err := f.Latent(family.Params{Components: map[int]map[string]float64{k: v, f.nc: {"snr": 10}}}, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Forward(des, th, m, [][]float64{x1, x2}[i])
+	}
+	for j := range x1 {
+		if math.Abs(x1[j]-x2[j]) > 1e-12 {
+			t.Errorf("measurement %d: %v (upper) vs %v (flipped)", j, x1[j], x2[j])
 		}
 	}
 }

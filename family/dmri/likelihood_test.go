@@ -381,3 +381,26 @@ func BenchmarkSimulateBSZTConvFullUKB(b *testing.B) {
 		f.Simulate(r, des, theta, m, x)
 	}
 }
+
+// BenchmarkLogLikelihoodGradBSZTConvUKB: one log-likelihood + gradient of
+// the full bszt-conv model (all 19 compartments) on the UKB-like table.
+func BenchmarkLogLikelihoodGradBSZTConvUKB(b *testing.B) {
+	f := BSZTConv()
+	r := rand.New(rand.NewPCG(1, 1))
+	des := UKBDesign()
+	theta := make([]float64, f.layout.DMax)
+	for i := range theta {
+		theta[i] = r.NormFloat64()
+	}
+	m := make([]bool, len(f.comps))
+	for k := range m {
+		m[k] = k <= f.nc
+	}
+	x := make([]float64, des.N)
+	f.Simulate(r, des, theta, m, x)
+	grad := make([]float64, f.layout.DMax)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.LogLikelihood(des, x, theta, m, grad)
+	}
+}
