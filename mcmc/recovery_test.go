@@ -80,8 +80,9 @@ func tangentCoords(c *Chain, i int, n [3]float64) (u, v []float64, un, vn float6
 	return u, v, dot3(n, e2), dot3(n, e3)
 }
 
-// TestRecovery: on synthetic two-fibre voxels (HCP-like table, 297
-// measurements up to b = 3000, Gaussian noise at SNR 50) the posterior mean
+// TestRecovery: on synthetic two-fibre voxels (UKB-like table, 105
+// measurements at b = 0, 1000, 2000, Gaussian noise at SNR 50) the
+// posterior mean
 // of each well-identified parameter lies within one posterior standard
 // deviation of the truth in about 68.3 % of the voxels, the probability
 // that a Gaussian posterior mean is within one posterior sd of the truth
@@ -98,7 +99,7 @@ func tangentCoords(c *Chain, i int, n [3]float64) (u, v []float64, un, vn float6
 // check. The posterior means carry Monte-Carlo error of ≈ sd/√ESS (200
 // samples, ESS ≳ 50), which lowers the expected rate by < 1 %.
 func TestRecovery(t *testing.T) {
-	des := dmri.HCPDesign()
+	des := dmri.UKBDesign()
 	s := DefaultSettings()
 	s.Fibres = 2
 	s.Jumps, s.SampleEvery = 1000, 5
