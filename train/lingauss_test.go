@@ -8,8 +8,8 @@ import (
 
 // Steps and bound of TestLingaussShortTraining.
 const (
-	lingaussCISteps = 600
-	lingaussCIBound = 0.5
+	lingaussCISteps = 1500
+	lingaussCIBound = 0.45
 )
 
 var lingaussCheckpoint = flag.String("lingauss-checkpoint", "",
@@ -44,15 +44,15 @@ func TestLingaussCheckpointTV(t *testing.T) {
 }
 
 // TestLingaussShortTraining is the CI version of the accuracy check: the
-// shipped lingauss-k6 network trained for a fixed LingaussCISteps steps
-// (about 15 s on the 2-core machine, ~1/20 of the simulations of the
-// 5-minute run) must bring q(M | x, λ) closer to the exact posterior than
-// the bound below. The bound is looser than the 5-minute run's 0.10
-// because the network has seen far fewer simulations; it is set a margin
-// above the value measured on the development machine (see the log line)
-// and far below the prior's distance (≈ 0.59), so it fails if training does
-// not learn the posterior. Training is deterministic, so on one machine the
-// test either always passes or always fails.
+// shipped lingauss-k6 network trained for lingaussCISteps = 1500 steps
+// (48,000 simulations, ~1/17 of what the 5-minute run saw on the loaded
+// development machine; 10–25 s) must bring q(M | x, λ) within mean TV
+// lingaussCIBound of the exact posterior. The bound is looser than the
+// 5-minute run's 0.10 because the network has seen far fewer simulations:
+// the development machine measures 0.352, the bound adds 0.1 of margin for
+// other CPUs' rounding (training is deterministic on one machine) and stays
+// well below the uninformed prior's 0.59, so the test fails if training
+// does not learn the posterior.
 func TestLingaussShortTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for ~15 s")
@@ -63,6 +63,9 @@ func TestLingaussShortTraining(t *testing.T) {
 	}
 	cfg.Steps, cfg.Minutes = lingaussCISteps, 0
 	cfg.Validation.Every = 0
+	// An EMA over ~1000 steps (decay 0.999) would still weigh the initial
+	// weights by 0.999^600 ≈ 0.55 here; a 100-step window fits the run.
+	cfg.Optimizer.EMADecay = 0.99
 	dir := filepath.Join(t.TempDir(), "run")
 	tr := newTrainer(t, cfg, dir)
 	runToEnd(t, tr)
