@@ -193,36 +193,43 @@ func b2f(b bool) float64 {
 }
 
 // bruteConvolution is ∫ K(n) f(n) dn / ∫ f(n) dn on a fine sphere grid in
-// the ODF frame (pole μ, s = 1 − μ·n graded towards the peak, 512-point
-// trapezoid in the azimuth about μ from μ_β), with K(n) = e^{−b[d∥(g·n)² +
-// d⊥(1−(g·n)²)]} and f(n) = exp(κ(μ·n)² + β(μ_β·n)²) unnormalised.
+// the ODF frame (pole μ; s = 1 − μ·n by 20-point Gauss–Legendre on the
+// pieces [2^{−j−1}, 2^{−j}], j < 48, and [0, 2^{−48}], graded towards the
+// peak; 512-point trapezoid in the azimuth about μ from μ_β), with
+// K(n) = e^{−b[d∥(g·n)² + d⊥(1−(g·n)²)]} and f(n) = exp(κ(μ·n)² +
+// β(μ_β·n)²) unnormalised. Both are even in n, so the hemisphere μ·n ≥ 0
+// gives the same ratio as the whole sphere.
 func bruteConvolution(b float64, g, mu, muB [3]float64, dPar, dPerp, kappa, beta float64) float64 {
 	nu := cross(mu, muB)
 	const nphi = 512
-	inner := func(s float64, withK bool) float64 {
-		t := 1 - s
-		r := math.Sqrt(s * (2 - s))
-		var sum kahan
-		for i := 0; i < nphi; i++ {
-			ph := 2 * math.Pi * float64(i) / nphi
-			c, sn := math.Cos(ph), math.Sin(ph)
-			var n [3]float64
-			for k := range n {
-				n[k] = t*mu[k] + r*(c*muB[k]+sn*nu[k])
-			}
-			cb := r * c
-			e := math.Exp(kappa*(t*t-1) + beta*cb*cb)
-			if withK {
-				gn := dot(g, n)
-				e *= math.Exp(-b * (dPar*gn*gn + dPerp*(1-gn*gn)))
-			}
-			sum.add(e)
+	var x, w [20]float64
+	var num, den kahan
+	for j := 0; j <= 48; j++ {
+		hi := math.Ldexp(1, -j)
+		lo := hi / 2
+		if j == 48 {
+			lo = 0
 		}
-		return sum.sum
+		quad.Legendre{}.FixedLocations(x[:], w[:], lo, hi)
+		for q, s := range x {
+			t := 1 - s
+			r := math.Sqrt(s * (2 - s))
+			for i := 0; i < nphi; i++ {
+				ph := 2 * math.Pi * float64(i) / nphi
+				c, sn := math.Cos(ph), math.Sin(ph)
+				var n [3]float64
+				for k := range n {
+					n[k] = t*mu[k] + r*(c*muB[k]+sn*nu[k])
+				}
+				cb := r * c
+				e := w[q] * math.Exp(kappa*(t*t-1)+beta*cb*cb)
+				gn := dot(g, n)
+				den.add(e)
+				num.add(e * math.Exp(-b*(dPar*gn*gn+dPerp*(1-gn*gn))))
+			}
+		}
 	}
-	num := gradedToZero(func(s float64) float64 { return inner(s, true) }, 1)
-	den := gradedToZero(func(s float64) float64 { return inner(s, false) }, 1)
-	return num / den
+	return num.sum / den.sum
 }
 
 // TestConvolutionQuadrature: the dispersed-kernel signals (exact Bingham-
