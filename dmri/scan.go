@@ -72,7 +72,10 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	if nt != design.N {
 		return nil, fmt.Errorf("dmri: %s has %d volumes but %s lists %d b-values", files.DWI, nt, files.Bval, design.N)
 	}
-	s := &Scan{Files: files, Ref: &img.Header, Nx: nx, Ny: ny, Nz: nz, Design: design, Skipped: map[string]int{}}
+	// Keep a copy of the header only, so that the image data can be freed
+	// once the signals are extracted.
+	ref := img.Header
+	s := &Scan{Files: files, Ref: &ref, Nx: nx, Ny: ny, Nz: nz, Design: design, Skipped: map[string]int{}}
 	var b0Idx []int
 	for j := 0; j < design.N; j++ {
 		if design.Row(j)[0] <= fdmri.BZero {
