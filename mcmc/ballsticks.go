@@ -196,6 +196,9 @@ func (sm *Sampler) Run(y []float64, r *rand.Rand, c *Chain) error {
 	if len(y) != sm.n {
 		return fmt.Errorf("mcmc: signal has %d values, the design %d", len(y), sm.n)
 	}
+	if c.Fibres != sm.set.Fibres || c.Len() != sm.set.Samples() || len(c.Acceptance) != pFibre+3*sm.set.Fibres {
+		return fmt.Errorf("mcmc: chain for %d sticks × %d samples, the settings have %d × %d", c.Fibres, c.Len(), sm.set.Fibres, sm.set.Samples())
+	}
 	for _, v := range y {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return ErrBadData

@@ -192,6 +192,11 @@ func TestBadVoxels(t *testing.T) {
 	if err := sm.Run(y[:5], r, c); err == nil {
 		t.Error("short signal accepted")
 	}
+	other := s
+	other.Fibres = 2
+	if err := sm.Run(y, r, NewChain(other)); err == nil {
+		t.Error("chain of other settings accepted")
+	}
 	bad := s
 	bad.Fibres = 4
 	if _, err := NewSampler(des, bad); err == nil {
