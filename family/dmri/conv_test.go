@@ -666,3 +666,42 @@ func TestConvLatentErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestConvExtremeLatents: latents far in the tails (ODI → 0 or 1, β_frac
+// → 1, zero diffusivities, directions at the pole) give finite signals in
+// [0, 1], finite likelihoods and gradients for every dispersed compartment.
+func TestConvExtremeLatents(t *testing.T) {
+	f := BSZTConv()
+	r := rand.New(rand.NewPCG(30, 31))
+	des := UKBDesign()
+	x := make([]float64, des.N)
+	out := make([]float64, des.N)
+	grad := make([]float64, f.layout.DMax)
+	theta := make([]float64, f.layout.DMax)
+	m := make([]bool, len(f.comps))
+	for trial := 0; trial < 200; trial++ {
+		for i := range theta {
+			theta[i] = []float64{-40, -9, 0, 9, 40, r.NormFloat64() * 6}[r.IntN(6)]
+		}
+		for k := range m {
+			m[k] = k >= 10 && k < f.nc && r.IntN(3) == 0
+		}
+		m[f.nc+trial%2] = true
+		f.Forward(des, theta, m, out)
+		for j, v := range out {
+			if !(v >= -1e-15 && v <= 1+1e-12) {
+				t.Fatalf("%s θ=%v: signal %v at %d", family.MaskString(m), theta, v, j)
+			}
+			x[j] = v + 0.01
+		}
+		ll := f.LogLikelihood(des, x, theta, m, grad)
+		if math.IsNaN(ll) || math.IsInf(ll, 0) {
+			t.Fatalf("%s: log-likelihood %v", family.MaskString(m), ll)
+		}
+		for i, g := range grad {
+			if math.IsNaN(g) || math.IsInf(g, 0) {
+				t.Fatalf("%s θ=%v: gradient[%d] = %v", family.MaskString(m), theta, i, g)
+			}
+		}
+	}
+}
