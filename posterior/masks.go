@@ -1,9 +1,13 @@
 package posterior
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
@@ -23,13 +27,16 @@ type MaskSet struct {
 
 // SampleMasks draws n masks from q(M | x, λ) for every observation,
 // autoregressively with the network's KV cache, and returns them with
-// their exact log-probabilities.
+// their exact log-probabilities. Decoding passes run concurrently on
+// GOMAXPROCS goroutines (the network's sampler works on matrices too
+// small for its kernels to fill both cores on their own).
 //
-// Reproducibility: with n ≥ 256 every observation is decoded on its own
-// from stream (Seed, Offset+i). With fewer masks, ⌊256/n⌋ observations of
-// equal length share a decoding pass and a stream; these packs are aligned
-// on global indices that are multiples of ⌊256/n⌋ (among observations of
-// one length, in input order), so splitting a data set at such multiples
+// Reproducibility: with n ≥ 256, masks 256k … 256k+255 of observation i
+// are decoded from stream (Seed, Offset+i, k), independently of
+// everything else. With fewer masks, ⌊256/n⌋ observations of equal length
+// share a decoding pass and a stream; these packs are aligned on global
+// indices that are multiples of ⌊256/n⌋ (among observations of one
+// length, in input order), so splitting a data set at such multiples
 // gives the same masks.
 func (p *Posterior) SampleMasks(obs []Observation, lambda float64, n int, opt Options) ([]MaskSet, error) {
 	if err := p.checkObs(obs); err != nil {
@@ -39,36 +46,98 @@ func (p *Posterior) SampleMasks(obs []Observation, lambda float64, n int, opt Op
 		return nil, fmt.Errorf("posterior: SampleMasks of %d masks per observation", n)
 	}
 	out := make([]MaskSet, len(obs))
+	for i := range out {
+		out[i] = MaskSet{Masks: make([][]bool, n), LogQ: make([]float64, n)}
+	}
 	per := max(1, maskSamplerRows/n)
+	// A job decodes masks [lo, hi) of the observations idx (local
+	// positions pos in the encoder batch) from one stream.
+	type job struct {
+		idx, pos []int
+		lo, hi   int
+		s1, s2   uint64
+	}
+	const encChunk = 512 // observations encoded together
 	g := engine.NewInferenceGraph()
-	var pcg rand.PCG
-	rng := rand.New(&pcg)
 	for _, gr := range groupObservations(obs, func(int) int { return n }) {
-		// Packs aligned on global index multiples of per.
-		for s := 0; s < len(gr.idx); {
-			first := opt.Offset + uint64(gr.idx[s])
-			e := s + 1
-			for e < len(gr.idx) && e-s < per && (opt.Offset+uint64(gr.idx[e]))/uint64(per) == first/uint64(per) {
-				e++
-			}
-			idx := gr.idx[s:e]
+		for c0 := 0; c0 < len(gr.idx); c0 += encChunk {
+			cidx := gr.idx[c0:min(c0+encChunk, len(gr.idx))]
 			g.Reset()
-			enc, err := p.net.Encode(g, chunk{idx: idx}.observations(obs))
+			enc, err := p.net.Encode(g, chunk{idx: cidx}.observations(obs))
 			if err != nil {
 				return nil, fmt.Errorf("posterior: %w", err)
 			}
-			pcg.Seed(streamSeed(opt.Seed, tagMasks, first, 0))
-			masks, logq, err := p.net.SampleMasks(enc, lambda, n, rng)
+			var jobs []job
+			for s := 0; s < len(cidx); {
+				first := opt.Offset + uint64(cidx[s])
+				e := s + 1
+				for e < len(cidx) && e-s < per && (opt.Offset+uint64(cidx[e]))/uint64(per) == first/uint64(per) {
+					e++
+				}
+				pos := make([]int, e-s)
+				for k := range pos {
+					pos[k] = s + k
+				}
+				for k, lo := 0, 0; lo < n; k, lo = k+1, lo+maskSamplerRows {
+					s1, s2 := streamSeed(opt.Seed, tagMasks, first, uint64(k))
+					jobs = append(jobs, job{idx: cidx[s:e], pos: pos, lo: lo, hi: min(lo+maskSamplerRows, n), s1: s1, s2: s2})
+				}
+				s = e
+			}
+			tk, d := enc.Shape[1], enc.Shape[2]
+			err = parallelJobs(len(jobs), func(j int) error {
+				jb := jobs[j]
+				// The observations of a job are consecutive in the batch.
+				sub := &engine.Tensor{Shape: []int{len(jb.pos), tk, d}, Data: enc.Data[jb.pos[0]*tk*d : (jb.pos[len(jb.pos)-1]+1)*tk*d]}
+				r := jb.hi - jb.lo
+				masks, logq, err := p.net.SampleMasks(sub, lambda, r, rand.New(rand.NewPCG(jb.s1, jb.s2)))
+				if err != nil {
+					return fmt.Errorf("posterior: %w", err)
+				}
+				for a, i := range jb.idx {
+					copy(out[i].Masks[jb.lo:jb.hi], masks[a*r:(a+1)*r])
+					copy(out[i].LogQ[jb.lo:jb.hi], logq[a*r:(a+1)*r])
+				}
+				return nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("posterior: %w", err)
+				return nil, err
 			}
-			for j, i := range idx {
-				out[i] = MaskSet{Masks: masks[j*n : (j+1)*n], LogQ: logq[j*n : (j+1)*n]}
-			}
-			s = e
 		}
 	}
 	return out, nil
+}
+
+// parallelJobs runs job(0…n−1) on GOMAXPROCS goroutines and returns the
+// first error.
+func parallelJobs(n int, job func(int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for j := range n {
+			if err := job(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1) - 1)
+				if j >= n || errs[w] != nil {
+					return
+				}
+				errs[w] = job(j)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // LogProbMasks returns the exact log q(M | x, λ) of the given masks, one
