@@ -15,8 +15,8 @@ import (
 // < 1.05 for S0, d, d_std, f1 and the angle of the stick to the pooled
 // posterior's principal axis (sign-invariant); measured ≤ 1.014.
 //
-// With two sticks the same voxels do not pass (R̂ of d, d_std, f1 up to
-// 1.09–1.21 after 8000 jumps and still 1.05–1.19 after 30000): the second
+// With two sticks two of these voxels do not pass (R̂ of d, d_std, f1 up
+// to 1.21 after 8000 jumps and still up to 1.19 after 30000): the second
 // stick is weakly supported, and under the ARD prior p(f) ∝ 1/f, which is
 // not integrable at 0, chains that have collapsed f2 towards 0 stay there
 // while others keep it on, with different d/d_std. That is a property of
