@@ -1,6 +1,7 @@
 package nifti
 
 import (
+	"bufio"
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
@@ -8,11 +9,11 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // DefaultGzipLevel is the compress/flate level Write uses for .gz names.
@@ -42,47 +43,15 @@ func WriteLevel(path string, v *Volume, level int) error {
 	if err != nil {
 		return fmt.Errorf("nifti: writing %s: %w", path, err)
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	err = atomicfile.Write(path, func(w *bufio.Writer) error {
+		if gz {
+			return writeGzip(w, img, level)
+		}
+		_, err := w.Write(img)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("nifti: writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("nifti: writing %s: %w", path, err)
-	}
-	if gz {
-		err = writeGzip(f, img, level)
-	} else {
-		_, err = f.Write(img)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("nifti: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("nifti: writing %s: %w", path, err)
-	}
-	// Make the rename itself durable; some systems cannot sync a
-	// directory, which only weakens crash safety, so errors are ignored.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -8,9 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/prismsbi/prism/internal/atomicfile"
 
 	"github.com/prismsbi/prism/family"
 )
@@ -176,37 +177,13 @@ func appendFloats(b []byte, xs []float64) ([]byte, bool) {
 
 // writeAtomically writes path through a temporary file in the same
 // directory that is renamed over path only when write succeeds.
-func writeAtomically(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+func writeAtomically(path string, write func(io.Writer) error) error {
+	err := atomicfile.Write(path, func(w *bufio.Writer) error { return write(w) })
 	if err != nil {
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+		if errors.As(err, &pe) && pe.Op == "open" {
+			return fmt.Errorf("--out %s: cannot create a file in %s: %w", path, filepath.Dir(path), pe.Err)
 		}
-		return fmt.Errorf("--out %s: cannot create a file in %s: %w", path, dir, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := write(bw); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	// CreateTemp makes the file private; give the result ordinary permissions.
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("--out %s: %w", path, err)
 	}
 	return nil

@@ -26,10 +26,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // Tensor is a named float32 array in row-major order.
@@ -214,47 +215,12 @@ func writeJSONString(b *bytes.Buffer, s string) error {
 // Encode). The file is written to a temporary file in the same directory,
 // synced and renamed over path, so path holds either its old content or the
 // complete new file, never a partial one.
-func Write(path string, tensors []Tensor, metadata map[string]string) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+func Write(path string, tensors []Tensor, metadata map[string]string) error {
+	err := atomicfile.Write(path, func(w *bufio.Writer) error {
+		return encode(w, tensors, metadata)
+	})
 	if err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("safetensors: write %s: %w", path, err)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err = encode(bw, tensors, metadata); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename itself durable. Some file systems cannot sync a
-	// directory; the file content is already safe, so that is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

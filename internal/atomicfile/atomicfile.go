@@ -1,0 +1,67 @@
+// Package atomicfile writes files so that readers, and a process killed at
+// any moment, see either the old content or the complete new file, never a
+// partial one: data go to a temporary file in the target directory, which is
+// synced and then renamed over the target.
+package atomicfile
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+)
+
+// Write creates path with the bytes produced by write. The temporary file is
+// removed when write or any later step fails, and path is left untouched.
+// The returned error is not wrapped with path; callers add their own context.
+func Write(path string, write func(w *bufio.Writer) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file private; give the result ordinary permissions.
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	// Make the rename itself durable. Some file systems cannot sync a
+	// directory; the content is already safe, so that is not an error.
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// WriteBytes is Write for data already in memory.
+func WriteBytes(path string, data []byte) error {
+	return Write(path, func(w *bufio.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}

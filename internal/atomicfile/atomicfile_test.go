@@ -1,0 +1,71 @@
+package atomicfile
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteReplacesAndCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	if err := WriteBytes(path, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(path, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != "second" {
+		t.Fatalf("content %q, %v; want second", got, err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	}
+	assertOnly(t, dir, "out.txt")
+}
+
+func TestFailedWriteKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	if err := WriteBytes(path, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := Write(path, func(w *bufio.Writer) error {
+		w.WriteString("partial new content")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v, want boom", err)
+	}
+	got, _ := os.ReadFile(path)
+	if string(got) != "old" {
+		t.Fatalf("content %q after failed write, want old", got)
+	}
+	assertOnly(t, dir, "out.txt")
+}
+
+func TestMissingDirectory(t *testing.T) {
+	if err := WriteBytes(filepath.Join(t.TempDir(), "no", "such", "f"), nil); err == nil {
+		t.Fatal("writing into a missing directory succeeded")
+	}
+}
+
+func assertOnly(t *testing.T, dir, name string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != name {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("directory holds %v, want only %s", names, name)
+	}
+}
