@@ -64,7 +64,7 @@ func TestLingaussShortTraining(t *testing.T) {
 	cfg.Steps, cfg.Minutes = lingaussCISteps, 0
 	cfg.Validation.Every = 0
 	// An EMA over ~1000 steps (decay 0.999) would still weigh the initial
-	// weights by 0.999^600 ≈ 0.55 here; a 100-step window fits the run.
+	// weights by 0.999^1500 ≈ 0.22 here; a 100-step window fits the run.
 	cfg.Optimizer.EMADecay = 0.99
 	dir := filepath.Join(t.TempDir(), "run")
 	tr := newTrainer(t, cfg, dir)
