@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/prismsbi/prism/eval"
+	"github.com/prismsbi/prism/posterior"
+)
+
+func init() {
+	register("eval", "evaluation suite on fresh simulations: SBC, KSD, ESS, evidence, TV, classification (report.json, summary.csv, figures)", runEval)
+}
+
+func runEval(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("eval", "--checkpoint DIR --n N --seed S --out DIR [--lambda L|random]", stderr)
+	checkpoint := fs.String("checkpoint", "", "trained network: a `prism train` output directory (EMA weights) or a weights file")
+	n := fs.Int("n", 1000, "test observations for SBC and classification")
+	seed := fs.Uint64("seed", 1, "random seed of the test data and of every sampler; the same seed gives the same report")
+	out := fs.String("out", "", "output directory (report.json, summary.csv, PNG figures)")
+	lambda := fs.String("lambda", "random", "complexity knob λ ∈ [0, 1] of the test data and of q(M|x,λ), or \"random\" (λ ~ U(0,1) per observation)")
+	maskS := fs.Int("mask-samples", 256, "masks drawn per observation for model SBC")
+	thetaS := fs.Int("theta-samples", 100, "parameter samples per observation for parameter SBC, KSD and the local predictive")
+	ksdObs := fs.Int("ksd-obs", 100, "observations with KSD/rKSD (0: skip)")
+	isObs := fs.Int("is-obs", 100, "observations with importance sampling (ESS, evidence, TV; 0: skip)")
+	isS := fs.Int("is-samples", 256, "importance samples per (observation, model) and set")
+	subset := fs.Int("subset", 8, "models per observation for the evidence and TV comparisons")
+	classModels := fs.Int("class-models", 0, "size of the classification subspace (0: 200, or 50 for dMRI families)")
+	predObs := fs.Int("pred-obs", 100, "observations with predictive RMSE (0: skip)")
+	steps := fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *checkpoint == "" || *out == "" {
+		return errors.New("--checkpoint and --out are required")
+	}
+	lam := math.NaN()
+	if *lambda != "random" {
+		v, err := strconv.ParseFloat(*lambda, 64)
+		if err != nil || !(v >= 0 && v <= 1) {
+			return fmt.Errorf("--lambda %q: want a number in [0, 1] or \"random\"", *lambda)
+		}
+		lam = v
+	}
+	if *n < 2 || *maskS < 1 || *thetaS < 2 || *isS < 2 || *subset < 1 || *steps < 1 ||
+		*ksdObs < 0 || *isObs < 0 || *predObs < 0 || *classModels < 0 || *classModels == 1 {
+		return errors.New("need --n ≥ 2, --mask-samples ≥ 1, --theta-samples ≥ 2, --is-samples ≥ 2, --subset ≥ 1, --steps ≥ 1, non-negative observation counts, --class-models 0 or ≥ 2")
+	}
+	p, err := posterior.Load(*checkpoint)
+	if err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	cfg := eval.Config{N: *n, Seed: *seed, Lambda: lam, MaskSamples: *maskS, ThetaSamples: *thetaS,
+		KSDObs: *ksdObs, ISObs: *isObs, ISSamples: *isS, Subset: *subset, ClassModels: *classModels,
+		PredObs: *predObs, Steps: *steps}
+	// Zero means "skip" on the command line but "default" in Config.
+	skip := func(v *int, flag int) {
+		if flag == 0 {
+			*v = -1
+		}
+	}
+	skip(&cfg.KSDObs, *ksdObs)
+	skip(&cfg.ISObs, *isObs)
+	skip(&cfg.PredObs, *predObs)
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	rep, err := eval.Run(p, cfg)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteDir(*out); err != nil {
+		return err
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "wrote %s/report.json, summary.csv and figures (%.0f s)\n", *out, rep.Seconds)
+	}
+	return nil
+}
