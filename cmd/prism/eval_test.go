@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEvalCommand runs `prism eval` end to end on the committed lingauss
+// network with tiny sizes and checks that every output is written, that
+// the report is complete and consistent with summary.csv, and that the
+// same seed gives the same report.
+func TestEvalCommand(t *testing.T) {
+	args := func(out string) []string {
+		return []string{"eval", "--checkpoint", testNet, "--n", "24", "--seed", "5", "--out", out,
+			"--mask-samples", "32", "--theta-samples", "8", "--ksd-obs", "3", "--is-obs", "3",
+			"--is-samples", "8", "--subset", "2", "--pred-obs", "3", "--steps", "6", "--class-models", "10"}
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	code, _, errs := prism(args(dir)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "mask SBC") || !strings.Contains(errs, "classification") {
+		t.Errorf("progress on stderr missing stages: %s", errs)
+	}
+	for _, f := range []string{"report.json", "summary.csv", "calibration-masks.png", "calibration-params.png", "confusion.png", "rksd.png", "ess.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Family string
+		N      int
+		Lambda string
+		Mask   struct {
+			CE     struct{ Value, SE *float64 }
+			Values int
+			Band   struct{ Upper float64 }
+		} `json:"mask_sbc"`
+		Param struct {
+			Values int
+		} `json:"param_sbc"`
+		Exact    *struct{ Models int } `json:"exact"`
+		Evidence *struct {
+			ESS struct{ Value float64 } `json:"ess_mean"`
+			TV  []any                   `json:"tv"`
+		} `json:"evidence"`
+		Class struct {
+			Models    int
+			Confusion [][]float64
+		} `json:"classification"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if rep.Family != "lingauss-k6" || rep.N != 24 || rep.Lambda != "random" || rep.Mask.Values != 24 ||
+		rep.Mask.CE.Value == nil || rep.Mask.CE.SE == nil || !(rep.Mask.Band.Upper > 0) || rep.Param.Values < 1 {
+		t.Errorf("report header/SBC: %s", raw[:min(len(raw), 600)])
+	}
+	if rep.Exact == nil || rep.Exact.Models != 64 {
+		t.Errorf("exact comparison missing or wrong model count: %+v", rep.Exact)
+	}
+	if rep.Evidence == nil || !(rep.Evidence.ESS.Value > 0 && rep.Evidence.ESS.Value <= 1) || len(rep.Evidence.TV) != 5 {
+		t.Errorf("evidence section: %+v", rep.Evidence)
+	}
+	n := 0.0
+	for _, row := range rep.Class.Confusion {
+		for _, v := range row {
+			n += v
+		}
+	}
+	if rep.Class.Models != 10 || len(rep.Class.Confusion) != 10 || n != 24 {
+		t.Errorf("classification: %d models, %d rows, %v observations", rep.Class.Models, len(rep.Class.Confusion), n)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if lines[0] != "metric,value,setting" || len(lines) < 30 {
+		t.Errorf("summary.csv: %d lines, header %q", len(lines), lines[0])
+	}
+	found := false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "mask_sbc_ce,") && strings.HasSuffix(l, `"lambda=random"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("summary.csv has no mask_sbc_ce row for lambda=random")
+	}
+	// Same seed, same report (apart from the run time).
+	dir2 := filepath.Join(t.TempDir(), "out2")
+	if code, _, errs := prism(append(args(dir2), "--quiet")...); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, errs)
+	}
+	csv2, _ := os.ReadFile(filepath.Join(dir2, "summary.csv"))
+	if string(csv2) != string(csv) {
+		t.Error("same seed gave a different summary.csv")
+	}
+	if code, _, _ := prism("eval", "--checkpoint", testNet, "--out", dir2, "--lambda", "2"); code == 0 {
+		t.Error("--lambda 2 accepted")
+	}
+}
