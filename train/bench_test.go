@@ -12,7 +12,7 @@ import (
 // samples per CPU-second (all threads) and the share of wall time the
 // optimiser waited for data:
 //
-//	go test ./train -run '^$' -bench Train -benchtime 60x
+//	go test ./train -run '^$' -bench Train -benchtime 20x
 func BenchmarkTrain(b *testing.B) {
 	for _, name := range []string{"lingauss-k6", "symbolic-k15", "b3s"} {
 		b.Run(name, func(b *testing.B) {
