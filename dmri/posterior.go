@@ -28,6 +28,11 @@ type Posterior struct {
 	D       []float32
 	DStd    []float32
 	S0      []float32
+	// Active[i], when not nil, says in which samples stick i is present
+	// (the amortized fit draws models with fewer sticks); absent samples
+	// have f = 0 and carry no direction. Nil means present in every
+	// sample (MCMC).
+	Active [MaxFibres][]bool
 }
 
 // NewPosterior allocates a zero posterior for the voxels (linear grid
@@ -59,12 +64,19 @@ func (p *Posterior) Dir(i, v, s int) [3]float64 {
 }
 
 // Dyad returns the principal eigenvector of stick i's mean dyadic tensor
-// (1/S) Σ_s n_s n_sᵀ over the samples of voxel v (sign chosen with z ≥ 0),
-// and the dispersion 1 − λ_max (the tensor has trace 1: 0 when every
-// sample has the same axis, 2/3 for uniformly spread axes).
+// (1/S) Σ_s n_s n_sᵀ over the samples of voxel v in which the stick is
+// present (sign chosen with z ≥ 0), and the dispersion 1 − λ_max (the
+// tensor has trace 1: 0 when every sample has the same axis, 2/3 for
+// uniformly spread axes). When the stick is present in no sample the
+// direction is the zero vector and the dispersion 1.
 func (p *Posterior) Dyad(i, v int) (dir [3]float64, dispersion float64) {
 	var T [9]float64
+	count := 0
 	for s := 0; s < p.Samples; s++ {
+		if p.Active[i] != nil && !p.Active[i][v*p.Samples+s] {
+			continue
+		}
+		count++
 		n := p.Dir(i, v, s)
 		for a := range 3 {
 			for b := range 3 {
@@ -72,8 +84,11 @@ func (p *Posterior) Dyad(i, v int) (dir [3]float64, dispersion float64) {
 			}
 		}
 	}
+	if count == 0 {
+		return [3]float64{}, 1
+	}
 	for k := range T {
-		T[k] /= float64(p.Samples)
+		T[k] /= float64(count)
 	}
 	var eig mat.EigenSym
 	if !eig.Factorize(mat.NewSymDense(3, T[:]), true) {
@@ -101,6 +116,7 @@ func (p *Posterior) SortByMeanFraction() {
 	S := p.Samples
 	idx := make([]int, p.Fibres)
 	tmp := make([]float32, 3*p.Fibres*S)
+	tmpA := make([]bool, p.Fibres*S)
 	for v := range p.Voxels {
 		means := make([]float64, p.Fibres)
 		for i := range idx {
@@ -112,11 +128,17 @@ func (p *Posterior) SortByMeanFraction() {
 			copy(tmp[(3*i)*S:], p.F[src][v*S:(v+1)*S])
 			copy(tmp[(3*i+1)*S:], p.Theta[src][v*S:(v+1)*S])
 			copy(tmp[(3*i+2)*S:], p.Phi[src][v*S:(v+1)*S])
+			if p.Active[src] != nil {
+				copy(tmpA[i*S:], p.Active[src][v*S:(v+1)*S])
+			}
 		}
 		for i := range idx {
 			copy(p.F[i][v*S:(v+1)*S], tmp[(3*i)*S:(3*i+1)*S])
 			copy(p.Theta[i][v*S:(v+1)*S], tmp[(3*i+1)*S:(3*i+2)*S])
 			copy(p.Phi[i][v*S:(v+1)*S], tmp[(3*i+2)*S:(3*i+3)*S])
+			if p.Active[i] != nil {
+				copy(p.Active[i][v*S:(v+1)*S], tmpA[i*S:(i+1)*S])
+			}
 		}
 	}
 }

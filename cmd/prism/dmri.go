@@ -20,11 +20,12 @@ import (
 )
 
 func init() {
-	register("dmri", "diffusion MRI: mcmc (BedpostX-style reference sampler), compare (two output folders)", runDMRI)
+	register("dmri", "diffusion MRI: fit (amortized posterior maps), mcmc (BedpostX-style reference sampler), compare (two output folders)", runDMRI)
 }
 
 // dmriCommands are the sub-commands of `prism dmri`.
 var dmriCommands = map[string]command{
+	"fit":     {summary: "amortized ball-and-sticks posterior with a trained b3s network into a BedpostX-layout folder + model maps", run: runDMRIFit},
 	"mcmc":    {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
 	"compare": {summary: "compare two BedpostX-layout folders: dyad angles, fractions, fibre counts (JSON + PNG)", run: runDMRICompare},
 }

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// fitRunSettings are the settings recorded in run.json (and, without the
+// batch size and paths, in the key of the resumable state).
+type fitRunSettings struct {
+	dmri.FitSettings
+	Checkpoint   string `json:"checkpoint"`
+	Family       string `json:"family"`
+	WeightsSHA   string `json:"weights_sha256"`
+	Models       int    `json:"models"`
+	Sticks       int    `json:"sticks"`
+	ResumedVoxel int    `json:"resumed_voxels"`
+}
+
+// fitStateKey identifies a fit for resuming: everything that changes the
+// numbers (not the batch size, which does not).
+type fitStateKey struct {
+	Lambda     float64 `json:"lambda"`
+	Samples    int     `json:"samples"`
+	Steps      int     `json:"steps"`
+	Solver     string  `json:"solver"`
+	ESSSamples int     `json:"ess_samples"`
+	Seed       uint64  `json:"seed"`
+	Weights    string  `json:"weights_sha256"`
+	Data       string  `json:"data_sha256"`
+	Voxels     int     `json:"voxels"`
+}
+
+func runDMRIFit(args []string, stdout, stderr io.Writer) error {
+	def := dmri.DefaultFitSettings()
+	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] --checkpoint DIR --out DIR [--lambda L] [--samples N]", stderr)
+	var files dmri.ScanFiles
+	fs.StringVar(&files.DWI, "dwi", "", "4-D diffusion-weighted NIfTI image (.nii or .nii.gz)")
+	fs.StringVar(&files.Bval, "bval", "", "FSL b-values file")
+	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file (3×N or N×3)")
+	fs.StringVar(&files.Mask, "mask", "", "brain mask NIfTI (default: automatic mask from b0, see docs/dmri.md)")
+	ckpt := fs.String("checkpoint", "", "trained network of a ball-and-sticks family (b3s): `prism train` output folder or weights file")
+	out := fs.String("out", "", "output folder (BedpostX layout, prism maps, run.json)")
+	s := def
+	fs.Float64Var(&s.Lambda, "lambda", def.Lambda, "model-prior parameter λ of q(M | x, λ)")
+	fs.IntVar(&s.Samples, "samples", def.Samples, "joint posterior samples per voxel (model, then parameters)")
+	fs.IntVar(&s.Steps, "steps", def.Steps, "probability-flow ODE steps per sample")
+	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2 or heun")
+	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
+	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
+	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
+	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *ckpt == "" || *out == "" {
+		return errors.New("--dwi, --bval, --bvec, --checkpoint and --out are required")
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", *ckpt}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+
+	// Everything is read and checked before the output folder is touched.
+	start := time.Now()
+	scan, err := dmri.LoadScan(files)
+	if err != nil {
+		return err
+	}
+	loadTime := time.Since(start).Seconds()
+	if len(scan.Voxels) == 0 {
+		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
+	}
+	ckStart := time.Now()
+	post, err := posterior.Load(*ckpt)
+	if err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	fitter, err := dmri.NewFitter(post, s)
+	if err != nil {
+		return fmt.Errorf("--checkpoint %s: %w", *ckpt, err)
+	}
+	weights := dmri.WeightsHash(post)
+	ckTime := time.Since(ckStart).Seconds()
+
+	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
+		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels)})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	st, err := dmri.OpenFitState(filepath.Join(*out, dmri.StateFile), key, fitter.Shape(), *fresh)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	resumed := st.Done
+
+	info := dmri.NewRunInfo("prism dmri fit", scan)
+	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
+	info.Settings = fitRunSettings{FitSettings: s, Checkpoint: *ckpt, Family: post.Family().Name(), WeightsSHA: weights,
+		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxel: resumed}
+	info.Workers = runtime.GOMAXPROCS(0)
+	info.Timings["load"] = loadTime
+	info.Timings["checkpoint"] = ckTime
+	nv := len(scan.Voxels)
+	fmt.Fprintf(stderr, "dmri fit: %d×%d×%d×%d, %d voxels in the %s mask, %d to fit, %d skipped%s\n",
+		scan.Nx, scan.Ny, scan.Nz, scan.Design.N, scan.MaskCount(), scan.MaskSource, nv, scan.SkippedTotal(), skipSummary(scan.Skipped))
+	fmt.Fprintf(stderr, "dmri fit: %s network %.12s…, %d models, λ %v, %d samples × %d %s steps, ESS from %d samples\n",
+		post.Family().Name(), weights, len(fitter.Models), s.Lambda, s.Samples, s.Steps, s.Solver, s.ESSSamples)
+	if resumed > 0 {
+		fmt.Fprintf(stderr, "dmri fit: continuing an interrupted run: %d of %d voxels already done\n", resumed, nv)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			fmt.Fprintln(stderr, "\ndmri fit: stopping after this batch; rerun the same command to continue")
+			cancel()
+		}
+	}()
+
+	fitStart := time.Now()
+	var progress func(int)
+	var bar *progressBar
+	if !*quiet {
+		bar = newProgressBar(stderr, isTerminal(stderr), "dmri fit", nv, resumed, fitStart)
+		progress = bar.update
+	}
+	all, err := fitter.Fit(ctx, scan, st, progress)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted; %s keeps the finished batches", filepath.Join(*out, dmri.StateFile))
+		}
+		return err
+	}
+	fitTime := time.Since(fitStart).Seconds()
+	info.Timings["fit"] = fitTime
+	if nv > resumed {
+		info.VoxelsPerSecond = float64(nv-resumed) / fitTime
+	}
+	var lowMass int
+	for _, m := range all.ModelMass {
+		if m < 0.5 {
+			lowMass++
+		}
+	}
+	writeStart := time.Now()
+	if err := fitter.WriteFit(*out, scan, all); err != nil {
+		return err
+	}
+	info.Timings["write"] = time.Since(writeStart).Seconds()
+	info.Timings["total"] = time.Since(start).Seconds()
+	extra := fitRunExtra{RunInfo: info, ModelMassBelowHalf: lowMass, MeanModelMass: meanF32(all.ModelMass), MedianESS: medianF32(all.ESS)}
+	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), extra); err != nil {
+		return err
+	}
+	if err := st.Remove(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "dmri fit: %d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s\n",
+		nv-resumed, fitTime, info.VoxelsPerSecond, info.Timings["total"], *out)
+	return nil
+}
+
+// fitRunExtra is run.json of `dmri fit`: the common record plus summaries
+// of the model posterior's normalisation and the ESS.
+type fitRunExtra struct {
+	*dmri.RunInfo
+	// MeanModelMass is the mean over voxels of Σ q(M | x, λ) over the
+	// model list before renormalising (the rest went to masks outside
+	// the prior's support); ModelMassBelowHalf counts voxels below 0.5.
+	MeanModelMass      float64 `json:"mean_model_mass"`
+	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
+	MedianESS          float64 `json:"median_ess,omitempty"`
+}
+
+// scanHash is the SHA-256 of the preprocessed scan the network sees:
+// design, fitted voxel indices and normalised signals.
+func scanHash(s *dmri.Scan) string {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(x float64) {
+		binary.LittleEndian.PutUint64(buf[:], math.Float64bits(x))
+		h.Write(buf[:])
+	}
+	for _, c := range s.Design.Cov {
+		put(c)
+	}
+	for _, v := range s.Voxels {
+		put(float64(v))
+	}
+	for _, x := range s.Signal {
+		put(x)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func meanF32(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	return s / float64(len(x))
+}
+
+func medianF32(x []float32) float64 {
+	var v []float64
+	for _, a := range x {
+		if !math.IsNaN(float64(a)) {
+			v = append(v, float64(a))
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	return quickMedian(v)
+}
+
+func quickMedian(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// progressBar draws "[#####.....] 45% 1000/2218 voxels, 12.3 voxels/s,
+// ETA 1m40s" on stderr: redrawn in place on a terminal, otherwise one
+// line every 10 % or 30 s.
+type progressBar struct {
+	mu         sync.Mutex
+	w          io.Writer
+	tty        bool
+	name       string
+	total      int
+	resumed    int
+	start      time.Time
+	lastLine   time.Time
+	lastDecile int
+	drawn      bool
+}
+
+func newProgressBar(w io.Writer, tty bool, name string, total, resumed int, start time.Time) *progressBar {
+	return &progressBar{w: w, tty: tty, name: name, total: total, resumed: resumed, start: start, lastDecile: -1}
+}
+
+func (p *progressBar) update(done int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el := time.Since(p.start)
+	rate := float64(done-p.resumed) / el.Seconds()
+	eta := "?"
+	if rate > 0 {
+		eta = (time.Duration(float64(p.total-done)/rate) * time.Second).Round(time.Second).String()
+	}
+	const width = 30
+	fill := done * width / p.total
+	line := fmt.Sprintf("%s: [%s%s] %3d%% %d/%d voxels, %.1f voxels/s, elapsed %s, ETA %s", p.name,
+		strings.Repeat("#", fill), strings.Repeat(".", width-fill), done*100/p.total, done, p.total,
+		rate, el.Round(time.Second), eta)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+		p.drawn = true
+		return
+	}
+	decile := done * 10 / p.total
+	if decile > p.lastDecile || time.Since(p.lastLine) > 30*time.Second || done == p.total {
+		p.lastDecile, p.lastLine = decile, time.Now()
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progressBar) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}

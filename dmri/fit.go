@@ -1,0 +1,402 @@
+package dmri
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// FitSettings configure the amortized fit of `prism dmri fit`.
+type FitSettings struct {
+	// Lambda is the model-prior parameter λ of q(M | x, λ) (reference-spec
+	// §3.9: the reference prediction default 0.3).
+	Lambda float64 `json:"lambda"`
+	// Samples is the number of joint posterior samples per voxel: M from
+	// the exact q(M | x, λ) over the model list, then θ ~ q(θ | M, x).
+	Samples int `json:"samples"`
+	// Steps and Solver configure the probability-flow ODE sampler.
+	Steps  int    `json:"steps"`
+	Solver string `json:"solver"`
+	// ESSSamples is the number of importance samples per voxel under its
+	// MAP model for the effective sample size (0: no ESS map).
+	ESSSamples int `json:"ess_samples"`
+	// Seed selects every random stream.
+	Seed uint64 `json:"seed"`
+	// BatchSize is the number of voxels per batch; it does not change the
+	// results (only memory, progress granularity and resume points).
+	BatchSize int `json:"batch_size"`
+}
+
+// DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
+// (reference-spec §3.9), 50 samples with 40 AB2 steps (the reference's
+// "balanced" prediction preset, reference-spec §6), 16 importance samples
+// for the ESS, seed 1, batches of 256 voxels.
+func DefaultFitSettings() FitSettings {
+	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 40, Solver: "ab2", ESSSamples: 16, Seed: 1, BatchSize: 256}
+}
+
+// Validate checks the settings.
+func (s FitSettings) Validate() error {
+	switch {
+	case !(s.Lambda > 0 && s.Lambda < 1):
+		return fmt.Errorf("dmri: λ = %v, want 0 < λ < 1", s.Lambda)
+	case s.Samples < 1:
+		return fmt.Errorf("dmri: %d samples per voxel, want ≥ 1", s.Samples)
+	case s.Steps < 1:
+		return fmt.Errorf("dmri: %d ODE steps, want ≥ 1", s.Steps)
+	case s.ESSSamples < 0:
+		return fmt.Errorf("dmri: %d importance samples, want ≥ 0", s.ESSSamples)
+	case s.BatchSize < 1:
+		return fmt.Errorf("dmri: batch size %d, want ≥ 1", s.BatchSize)
+	}
+	if _, err := posterior.ParseSolver(s.Solver); err != nil {
+		return fmt.Errorf("dmri: %w", err)
+	}
+	return nil
+}
+
+// Model is one entry of a family's model list: a mask with positive prior
+// probability.
+type Model struct {
+	Index  int    `json:"index"` // value in map_model (1-based; 0 = not fitted)
+	Name   string `json:"name"`  // active components joined by "+"
+	Mask   []bool `json:"mask"`
+	Sticks int    `json:"sticks"` // number of active sticks
+}
+
+// ModelList enumerates the masks of f with positive prior probability at
+// λ, in increasing binary order of the mask (component 0 the lowest bit).
+// It refuses families with more than 16 components (65,536 masks).
+func ModelList(f family.Family, lambda float64) ([]Model, error) {
+	comps := f.Components()
+	c := len(comps)
+	if c > 16 {
+		return nil, fmt.Errorf("dmri: %s has %d components, too many to enumerate its models", f.Name(), c)
+	}
+	prior := f.MaskPrior()
+	var out []Model
+	for bits := 1; bits < 1<<c; bits++ {
+		m := make([]bool, c)
+		var names []string
+		sticks := 0
+		for k := range c {
+			if bits&(1<<k) != 0 {
+				m[k] = true
+				names = append(names, comps[k].Name)
+				if isStick(comps[k].Name) {
+					sticks++
+				}
+			}
+		}
+		if math.IsInf(prior.LogProb(m, lambda), -1) {
+			continue
+		}
+		out = append(out, Model{Index: len(out) + 1, Name: strings.Join(names, "+"), Mask: m, Sticks: sticks})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("dmri: %s has no model with positive prior probability at λ = %v", f.Name(), lambda)
+	}
+	return out, nil
+}
+
+func isStick(name string) bool { return strings.HasPrefix(name, "MultiShellStick") }
+
+// Fitter fits ball-and-sticks posteriors to voxels with a trained network
+// of a multi-shell ball-and-sticks family (b3s).
+type Fitter struct {
+	post   *posterior.Posterior
+	fam    family.Family
+	set    FitSettings
+	so     posterior.SampleOptions
+	Models []Model
+	masks  [][]bool
+	Sticks int      // number of stick components (≤ MaxFibres)
+	stick  []int    // component index of each stick
+	frac   []int    // position of each stick's fraction in Params.Fractions
+	layout []string // simplex component names, for errors
+}
+
+// NewFitter checks that the network's family is a multi-shell ball and
+// sticks family (a MultiShellBall and 1–3 MultiShellStick compartments
+// with the shared d, d_std, as b3s) and prepares its model list.
+func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	f := p.Family()
+	ft := &Fitter{post: p, fam: f, set: s}
+	solver, _ := posterior.ParseSolver(s.Solver)
+	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
+	comps := f.Components()
+	simplexPos := map[int]int{}
+	for i, k := range f.Layout().Simplex {
+		simplexPos[k] = i
+	}
+	ball := 0
+	for k, c := range comps {
+		if c.Kind != family.Base {
+			continue
+		}
+		switch {
+		case c.Name == "MultiShellBall":
+			ball++
+		case isStick(c.Name):
+			pos, ok := simplexPos[k]
+			if !ok {
+				return nil, fmt.Errorf("dmri: %s: stick %s has no fraction", f.Name(), c.Name)
+			}
+			ft.stick = append(ft.stick, k)
+			ft.frac = append(ft.frac, pos)
+		default:
+			return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s; %s has a %s compartment", f.Name(), c.Name)
+		}
+	}
+	shared := map[string]bool{}
+	for _, sp := range f.Layout().Shared {
+		shared[sp.Name] = true
+	}
+	if ball != 1 || len(ft.stick) < 1 || len(ft.stick) > MaxFibres || !shared["d"] || !shared["d_std"] {
+		return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s (one ball, 1–%d sticks, shared d and d_std); got %s", MaxFibres, f.Name())
+	}
+	ft.Sticks = len(ft.stick)
+	var err error
+	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
+		return nil, err
+	}
+	for _, m := range ft.Models {
+		ft.masks = append(ft.masks, m.Mask)
+	}
+	return ft, nil
+}
+
+// Settings returns the fitter's settings.
+func (ft *Fitter) Settings() FitSettings { return ft.set }
+
+// WeightsHash returns the SHA-256 of the network's family, architecture
+// and parameter values (names, shapes and float32 bits in creation
+// order): it identifies the weights actually used, whatever file they
+// came from.
+func WeightsHash(p *posterior.Posterior) string {
+	h := sha256.New()
+	net := p.Net()
+	cfg, _ := json.Marshal(net.Config())
+	fmt.Fprintf(h, "%s\n%s\n", p.Family().Name(), cfg)
+	var buf [4]byte
+	for _, t := range net.Params().Tensors() {
+		fmt.Fprintf(h, "%s %v\n", t.Name, t.Shape)
+		for _, v := range t.Data {
+			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
+			h.Write(buf[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Batch holds the fit of n consecutive voxels of a scan. Per-sample
+// quantities of voxel v are at [v*Samples+s]; sticks are relabelled in
+// every sample by decreasing fraction, absent sticks (f = 0, Active
+// false) last.
+type Batch struct {
+	Start, N, Samples, Models, Sticks int
+
+	ModelProb []float32 // [v*Models+m]: q(M_m | x, λ) renormalised over the model list
+	ModelMass []float32 // [v]: Σ_m q(M_m | x, λ) before renormalising
+	F         [MaxFibres][]float32
+	Theta     [MaxFibres][]float32
+	Phi       [MaxFibres][]float32
+	Active    [MaxFibres][]bool
+	D, DStd   []float32
+	ESS       []float32 // NaN when not computed
+	PPRMSE    []float32
+}
+
+func newBatch(start, n, samples, models, sticks int) *Batch {
+	b := &Batch{Start: start, N: n, Samples: samples, Models: models, Sticks: sticks,
+		ModelProb: make([]float32, n*models), ModelMass: make([]float32, n),
+		D: make([]float32, n*samples), DStd: make([]float32, n*samples),
+		ESS: make([]float32, n), PPRMSE: make([]float32, n)}
+	for i := range sticks {
+		b.F[i] = make([]float32, n*samples)
+		b.Theta[i] = make([]float32, n*samples)
+		b.Phi[i] = make([]float32, n*samples)
+		b.Active[i] = make([]bool, n*samples)
+	}
+	return b
+}
+
+// maskStreamTag separates the model-draw streams from everything else.
+const maskStreamTag = 0x6669746d61736b // "fitmask"
+
+// FitBatch fits the voxels start … start+n−1 of the scan (indices into
+// s.Voxels). Voxel v's random numbers depend only on the seed and on
+// its position in s.Voxels (θ streams, posterior.Options.Offset) and
+// its linear grid index (model draws), never on the batch: any batch
+// size gives identical results.
+func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
+	if start < 0 || n < 1 || start+n > len(s.Voxels) {
+		return nil, fmt.Errorf("dmri: batch [%d, %d) outside the %d voxels", start, start+n, len(s.Voxels))
+	}
+	N := s.Design.N
+	obs := make([]posterior.Observation, n)
+	for v := range obs {
+		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
+	}
+	S, M := ft.set.Samples, len(ft.Models)
+	b := newBatch(start, n, S, M, ft.Sticks)
+
+	// Model posterior: exact q(M | x, λ) of every model in the list.
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	if err != nil {
+		return nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	masks := make([][][]bool, n)
+	mapMasks := make([][]bool, n)
+	for v := range n {
+		p := b.ModelProb[v*M : (v+1)*M]
+		mass := normalise(lq[v], p)
+		b.ModelMass[v] = float32(mass)
+		best := 0
+		for m := range p {
+			if p[m] > p[best] {
+				best = m
+			}
+		}
+		mapMasks[v] = ft.masks[best]
+		// Joint samples: S models drawn from the renormalised q.
+		r := rand.New(rand.NewPCG(ft.set.Seed^maskStreamTag, uint64(s.Voxels[start+v])))
+		masks[v] = make([][]bool, S)
+		for j := range S {
+			masks[v][j] = ft.masks[drawCategorical(r, p)]
+		}
+	}
+
+	so := ft.so
+	so.Options = opt
+	ts, err := ft.post.SampleTheta(obs, masks, so)
+	if err != nil {
+		return nil, fmt.Errorf("dmri: parameter posterior: %w", err)
+	}
+	if ft.set.ESSSamples > 0 {
+		eso := so
+		eso.Seed = ft.set.Seed ^ 0x657373 // "ess": streams apart from the joint samples
+		im, err := ft.post.ImportanceSample(obs, mapMasks, ft.set.ESSSamples, eso)
+		if err != nil {
+			return nil, fmt.Errorf("dmri: importance sampling: %w", err)
+		}
+		for v := range n {
+			b.ESS[v] = float32(im[v].ESS)
+		}
+	} else {
+		for v := range n {
+			b.ESS[v] = float32(math.NaN())
+		}
+	}
+
+	// Natural parameters, stick ordering and predictive RMSE, in parallel
+	// over the voxels (the family is safe for concurrent use).
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pred := make([]float64, N)
+			mean := make([]float64, N)
+			order := make([]int, ft.Sticks)
+			fr := make([]float64, ft.Sticks)
+			for v := w; v < n; v += workers {
+				clear(mean)
+				for j := range S {
+					th := ts[v].Theta[j]
+					mk := masks[v][j]
+					nat := ft.fam.Natural(th, mk)
+					k := v*S + j
+					b.D[k] = float32(nat.Shared["d"])
+					b.DStd[k] = float32(nat.Shared["d_std"])
+					for i := range ft.Sticks {
+						order[i] = i
+						fr[i] = 0
+						if mk[ft.stick[i]] {
+							fr[i] = nat.Fractions[ft.frac[i]]
+						}
+					}
+					sort.SliceStable(order, func(a, c int) bool { return fr[order[a]] > fr[order[c]] })
+					for slot, i := range order {
+						if !mk[ft.stick[i]] {
+							continue
+						}
+						par := nat.Components[ft.stick[i]]
+						b.F[slot][k] = float32(fr[i])
+						b.Theta[slot][k] = float32(par["theta"])
+						b.Phi[slot][k] = float32(par["phi"])
+						b.Active[slot][k] = true
+					}
+					ft.fam.Forward(s.Design, th, mk, pred)
+					for m, y := range pred {
+						mean[m] += y
+					}
+				}
+				x := obs[v].X
+				var ss float64
+				for m := range mean {
+					d := mean[m]/float64(S) - x[m]
+					ss += d * d
+				}
+				b.PPRMSE[v] = float32(math.Sqrt(ss / float64(N)))
+			}
+		}()
+	}
+	wg.Wait()
+	return b, nil
+}
+
+// normalise writes exp(lq) / Σ exp(lq) into p and returns Σ exp(lq).
+func normalise(lq []float64, p []float32) float64 {
+	mx := math.Inf(-1)
+	for _, v := range lq {
+		mx = math.Max(mx, v)
+	}
+	var sum float64
+	for _, v := range lq {
+		sum += math.Exp(v - mx)
+	}
+	for m, v := range lq {
+		p[m] = float32(math.Exp(v-mx) / sum)
+	}
+	return sum * math.Exp(mx)
+}
+
+// drawCategorical draws an index with probabilities p (Σ p = 1 up to
+// rounding; the last index absorbs the remainder).
+func drawCategorical(r *rand.Rand, p []float32) int {
+	u := r.Float64()
+	var c float64
+	for m, v := range p {
+		c += float64(v)
+		if u < c {
+			return m
+		}
+	}
+	for m := len(p) - 1; m > 0; m-- {
+		if p[m] > 0 {
+			return m
+		}
+	}
+	return 0
+}
+
+// errStateMismatch reports a state file from another run.
+var errStateMismatch = errors.New("dmri: the partial state in the output folder belongs to a different run")

@@ -1,0 +1,302 @@
+package dmri
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"github.com/prismsbi/prism/nifti"
+)
+
+// StateFile is the name of the partial state `prism dmri fit` keeps in
+// its output folder while it runs.
+const StateFile = ".prism-fit.state"
+
+// Shape returns the record shape of the fitter's batches.
+func (ft *Fitter) Shape() BatchShape {
+	return BatchShape{Samples: ft.set.Samples, Models: len(ft.Models), Sticks: ft.Sticks}
+}
+
+// Fit fits every voxel of s in batches of Settings().BatchSize. Batches
+// already in st (a resumed run) are reused; every new batch is appended
+// to st (when st is not nil) before the next starts. progress, if not
+// nil, is called after each batch with the number of voxels done. A
+// cancelled ctx stops after the current batch with ctx.Err().
+func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(done int)) (*Batch, error) {
+	total := len(s.Voxels)
+	if total == 0 {
+		return nil, fmt.Errorf("dmri: no voxel to fit")
+	}
+	sh := ft.Shape()
+	all := newBatch(0, total, sh.Samples, sh.Models, sh.Sticks)
+	done := 0
+	if st != nil {
+		if st.Done > total {
+			return nil, fmt.Errorf("dmri: the partial state covers %d voxels, the scan has %d", st.Done, total)
+		}
+		for _, b := range st.Batches {
+			all.place(b)
+		}
+		done = st.Done
+		st.Batches = nil // free the decoded copies
+	}
+	if progress != nil {
+		progress(done)
+	}
+	for done < total {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(ft.set.BatchSize, total-done)
+		b, err := ft.FitBatch(s, done, n)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			if err := st.Append(b); err != nil {
+				return nil, err
+			}
+		}
+		all.place(b)
+		done += n
+		if progress != nil {
+			progress(done)
+		}
+	}
+	return all, nil
+}
+
+// place copies batch b into the whole-scan batch a.
+func (a *Batch) place(b *Batch) {
+	S, M := a.Samples, a.Models
+	copy(a.ModelProb[b.Start*M:], b.ModelProb)
+	copy(a.ModelMass[b.Start:], b.ModelMass)
+	copy(a.D[b.Start*S:], b.D)
+	copy(a.DStd[b.Start*S:], b.DStd)
+	copy(a.ESS[b.Start:], b.ESS)
+	copy(a.PPRMSE[b.Start:], b.PPRMSE)
+	for i := range a.Sticks {
+		copy(a.F[i][b.Start*S:], b.F[i])
+		copy(a.Theta[i][b.Start*S:], b.Theta[i])
+		copy(a.Phi[i][b.Start*S:], b.Phi[i])
+		copy(a.Active[i][b.Start*S:], b.Active[i])
+	}
+}
+
+// Posterior converts a whole-scan batch into a Posterior for
+// WriteBedpostX. Samples in which a stick is absent keep f = 0 and get
+// the stick's dyad (the principal axis over the samples where it is
+// present) as θ, φ, so that tools reading merged_th/ph samples without
+// looking at f still see a meaningful axis; Posterior.Dyad ignores them.
+// S0 is 1 (the b3s signal is relative to b0).
+func (a *Batch) Posterior(voxels []int) (*Posterior, error) {
+	if len(voxels) != a.N {
+		return nil, fmt.Errorf("dmri: %d voxels for a fit of %d", len(voxels), a.N)
+	}
+	p, err := NewPosterior(voxels, a.Sticks, a.Samples)
+	if err != nil {
+		return nil, err
+	}
+	copy(p.D, a.D)
+	copy(p.DStd, a.DStd)
+	for k := range p.S0 {
+		p.S0[k] = 1
+	}
+	S := a.Samples
+	for i := range a.Sticks {
+		copy(p.F[i], a.F[i])
+		copy(p.Theta[i], a.Theta[i])
+		copy(p.Phi[i], a.Phi[i])
+		p.Active[i] = append([]bool(nil), a.Active[i]...)
+		for v := range a.N {
+			dir, _ := p.Dyad(i, v)
+			th, ph := angles(dir)
+			for s := range S {
+				if k := v*S + s; !p.Active[i][k] {
+					p.Theta[i][k], p.Phi[i][k] = float32(th), float32(ph)
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// NFibresProb returns P(number of sticks = k | x), k = 0 … Sticks, of
+// voxel v from the model probabilities.
+func (a *Batch) NFibresProb(v int, models []Model) []float64 {
+	out := make([]float64, a.Sticks+1)
+	for m, mod := range models {
+		out[mod.Sticks] += float64(a.ModelProb[v*a.Models+m])
+	}
+	return out
+}
+
+// MAPModel returns the index into models of voxel v's most probable model.
+func (a *Batch) MAPModel(v int) int {
+	p := a.ModelProb[v*a.Models : (v+1)*a.Models]
+	best := 0
+	for m := range p {
+		if p[m] > p[best] {
+			best = m
+		}
+	}
+	return best
+}
+
+// ModelSidecar is the JSON sidecar of model_prob.
+type ModelSidecar struct {
+	Family      string   `json:"family"`
+	Lambda      float64  `json:"lambda"`
+	Components  []string `json:"components"`
+	Models      []Model  `json:"models"`
+	Description string   `json:"description"`
+}
+
+// WriteFit writes the outputs of `prism dmri fit` into dir (created if
+// needed), every image on the grid and with the geometry of s.Ref, zero
+// outside the fitted voxels: the BedpostX layout (WriteBedpostX) and
+//
+//	model_prob     4-D, one volume per model of ft.Models (model_prob.json)
+//	nfibres_prob   4-D, P(0 … Sticks sticks)
+//	map_model      int16, 1-based index of the most probable model
+//	ess            normalised importance-sampling ESS under the MAP model
+//	               (when computed)
+//	pp_rmse        posterior-predictive RMSE of the b0-normalised signal
+//	peaks          4-D, 3 volumes per stick: MRtrix-style peaks, the dyad
+//	               in scanner (world) coordinates scaled by its mean f
+func (ft *Fitter) WriteFit(dir string, s *Scan, a *Batch) error {
+	p, err := a.Posterior(s.Voxels)
+	if err != nil {
+		return err
+	}
+	if err := WriteBedpostX(dir, s.Ref, s.Mask, p); err != nil {
+		return err
+	}
+	nx, ny, nz := s.Nx, s.Ny, s.Nz
+	nv := nx * ny * nz
+	write := func(name string, dt nifti.Datatype, vols int, fill func(vol *nifti.Volume)) error {
+		dims := []int{nx, ny, nz}
+		if vols > 1 {
+			dims = append(dims, vols)
+		}
+		vol, err := nifti.NewLike(s.Ref, dt, dims...)
+		if err != nil {
+			return fmt.Errorf("dmri: %s: %w", name, err)
+		}
+		fill(vol)
+		if err := nifti.Write(filepath.Join(dir, name+OutputExt), vol); err != nil {
+			return fmt.Errorf("dmri: %w", err)
+		}
+		return nil
+	}
+	M := len(ft.Models)
+	if err := write("model_prob", nifti.Float32, M, func(vol *nifti.Volume) {
+		for v, i := range s.Voxels {
+			for m := range M {
+				vol.Data[i+m*nv] = a.ModelProb[v*M+m]
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	var comps []string
+	for _, c := range ft.fam.Components() {
+		comps = append(comps, c.Name)
+	}
+	side := ModelSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Components: comps, Models: ft.Models,
+		Description: "model_prob volume k (0-based) is q(M | x, λ) of models[k] (map_model value k+1), renormalised over this list of the masks with positive prior probability"}
+	if err := WriteJSON(filepath.Join(dir, "model_prob.json"), side); err != nil {
+		return err
+	}
+	if err := write("nfibres_prob", nifti.Float32, ft.Sticks+1, func(vol *nifti.Volume) {
+		for v, i := range s.Voxels {
+			for k, q := range a.NFibresProb(v, ft.Models) {
+				vol.Data[i+k*nv] = float32(q)
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if err := write("map_model", nifti.Int16, 1, func(vol *nifti.Volume) {
+		for v, i := range s.Voxels {
+			vol.Data[i] = float32(ft.Models[a.MAPModel(v)].Index)
+		}
+	}); err != nil {
+		return err
+	}
+	if ft.set.ESSSamples > 0 {
+		if err := write("ess", nifti.Float32, 1, func(vol *nifti.Volume) {
+			for v, i := range s.Voxels {
+				vol.Data[i] = a.ESS[v]
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	if err := write("pp_rmse", nifti.Float32, 1, func(vol *nifti.Volume) {
+		for v, i := range s.Voxels {
+			vol.Data[i] = a.PPRMSE[v]
+		}
+	}); err != nil {
+		return err
+	}
+	rot := worldRotation(s.Ref)
+	flip := s.Ref.FSLFlipX()
+	return write("peaks", nifti.Float32, 3*ft.Sticks, func(vol *nifti.Volume) {
+		for st := range ft.Sticks {
+			for v, i := range s.Voxels {
+				f := p.MeanF(st, v)
+				if !(f > 0) {
+					continue
+				}
+				dir, _ := p.Dyad(st, v)
+				w := PeakDirection(dir, flip, rot)
+				for c := range 3 {
+					vol.Data[i+(3*st+c)*nv] = float32(f * w[c])
+				}
+			}
+		}
+	})
+}
+
+// worldRotation returns the voxel-axis-to-world rotation of h: the
+// columns of the 3×3 part of its voxel-to-world matrix, each normalised
+// (voxel sizes removed).
+func worldRotation(h *nifti.Header) [3][3]float64 {
+	m := h.VoxelToWorld()
+	var r [3][3]float64
+	for c := range 3 {
+		n := math.Sqrt(m[0][c]*m[0][c] + m[1][c]*m[1][c] + m[2][c]*m[2][c])
+		if n == 0 {
+			n = 1
+		}
+		for row := range 3 {
+			r[row][c] = m[row][c] / n
+		}
+	}
+	return r
+}
+
+// PeakDirection maps a direction in the b-vectors' (FSL) frame to world
+// (scanner) coordinates as MRtrix stores peaks: x negated when flip
+// (nifti.Header.FSLFlipX) gives the image's voxel axes, then rot (the
+// voxel-to-world rotation) gives world axes. The result is renormalised
+// to unit length (it already is for an orthogonal transform).
+func PeakDirection(d [3]float64, flip bool, rot [3][3]float64) [3]float64 {
+	if flip {
+		d[0] = -d[0]
+	}
+	var w [3]float64
+	var n float64
+	for r := range 3 {
+		w[r] = rot[r][0]*d[0] + rot[r][1]*d[1] + rot[r][2]*d[2]
+		n += w[r] * w[r]
+	}
+	if n = math.Sqrt(n); n > 0 {
+		for r := range w {
+			w[r] /= n
+		}
+	}
+	return w
+}
