@@ -85,6 +85,10 @@ func (rep *Report) Rows() []Row {
 		val("macro_precision", c.Precision, s)
 		val("macro_recall", c.Recall, s)
 		val("macro_f1", c.F1, s)
+		if c.BayesTop1 != nil {
+			val("bayes_top1", *c.BayesTop1, s)
+			val("bayes_top5", *c.BayesTop5, s)
+		}
 	}
 	return rows
 }
