@@ -437,8 +437,9 @@ func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
 	}
 	rng := rand.New(rand.NewPCG(r.seed(streamRank), 1))
 	u := make([]float64, len(r.obs))
+	ls := make([]float64, r.cfg.MaskSamples)
 	for i := range u {
-		u[i] = RandomizedRank(rng, lq[i][0], ms[i].LogQ)
+		u[i] = RandomizedRank(rng, lq[i][0], alignTies(ls, lq[i][0], r.sims[i].Mask, ms[i]))
 	}
 	band, err := UniformCEBand(len(u), 0, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand))
 	if err != nil {
@@ -446,6 +447,29 @@ func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
 	}
 	rep.Mask = r.calibration(u, band, func(idx []int) []float64 { return pick(u, idx) })
 	return ms, nil
+}
+
+// tieTolerance is the difference in log q below which a sampled mask
+// counts as tied with the true mask: the sampler's log q and the
+// teacher-forced log q of the same mask agree only to about 10⁻⁴ in
+// float32 (docs/posterior.md).
+const tieTolerance = 1e-4
+
+// alignTies returns the sampled log q values with ties to the true mask's
+// logqTrue made exact: a draw of the true mask itself, or of a mask whose
+// log q is within tieTolerance, gets logqTrue. Without this, rounding
+// differences between the sampler and teacher forcing would break the
+// ties of model SBC in a random direction and make calibrated ranks look
+// over-confident (mass at both ends).
+func alignTies(dst []float64, logqTrue float64, truth []bool, ms posterior.MaskSet) []float64 {
+	dst = dst[:len(ms.LogQ)]
+	for s, l := range ms.LogQ {
+		if math.Abs(l-logqTrue) <= tieTolerance || slices.Equal(ms.Masks[s], truth) {
+			l = logqTrue
+		}
+		dst[s] = l
+	}
+	return dst
 }
 
 func (r *run) calibration(u []float64, band Band, resample func(idx []int) []float64) Calibration {
