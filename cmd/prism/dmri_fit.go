@@ -157,6 +157,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	}()
 
 	fitStart := time.Now()
+	cpuStart := dmri.ProcessCPUSeconds()
 	var progress func(int)
 	var bar *progressBar
 	if !*quiet {
@@ -175,6 +176,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	}
 	fitTime := time.Since(fitStart).Seconds()
 	info.Timings["fit"] = fitTime
+	info.Timings["fit_cpu"] = dmri.ProcessCPUSeconds() - cpuStart
 	if nv > resumed {
 		info.VoxelsPerSecond = float64(nv-resumed) / fitTime
 	}
