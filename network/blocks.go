@@ -87,7 +87,10 @@ func newDecoder(sc engine.Scope, c Config, layers, embed int) decoder {
 
 // modulations computes every AdaLN (scale, shift) pair of the decoder from
 // the condition u [B, 1]: per block i, (s₁, c₁, s₃, c₃) at 4i…4i+3, each
-// [B, D].
+// [B, D]. In inference the condition is usually one value for every row
+// (σ at a solver step, λ of a sampling call); pass it as u [1, 1] then:
+// the [1, D] modulations are broadcast over all rows by modulate, instead
+// of B identical evaluations of the conditioning MLPs.
 func (dec *decoder) modulations(g *engine.Graph, u *engine.Tensor) []*engine.Tensor {
 	e := g.FourierFeatures(u, dec.fourier, dec.embed)
 	h := g.LinearGELU(e, dec.ctxW, dec.ctxB)
@@ -128,13 +131,26 @@ func cross(g *engine.Graph, q, kv *engine.Tensor, heads int) *engine.Tensor {
 	return g.Reshape(a, b, tq, w)
 }
 
+// modulate is AdaLN h·(1+s)+c of LN(x) for x [B, T, D] with s, c [B, D]
+// (per row) or [1, D] (shared by every row). The shared case views x as
+// one batch row of B·T tokens (a copy-free reshape), so every token reads
+// the same modulation and the result equals the per-row one bit for bit.
+func modulate(g *engine.Graph, x, gamma, beta, s, c *engine.Tensor) *engine.Tensor {
+	b, t, d := x.Shape[0], x.Shape[1], x.Shape[2]
+	if s.Shape[0] != 1 || b == 1 {
+		return g.LayerNormModulate(x, gamma, beta, s, c)
+	}
+	h := g.LayerNormModulate(g.Reshape(x, 1, b*t, d), gamma, beta, s, c)
+	return g.Reshape(h, b, t, d)
+}
+
 // forward is one block on x [B, T, D] under the self-attention mask; mods
 // are (s₁, c₁, s₃, c₃) or nil (encoder); kv the block's cross-attention
 // keys/values or nil (encoder).
 func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*engine.Tensor, kv *engine.Tensor, mask engine.Mask) *engine.Tensor {
 	var h *engine.Tensor
 	if mods != nil {
-		h = g.LayerNormModulate(x, b.ln1g, b.ln1b, mods[0], mods[1])
+		h = modulate(g, x, b.ln1g, b.ln1b, mods[0], mods[1])
 	} else {
 		h = g.LayerNorm(x, b.ln1g, b.ln1b)
 	}
@@ -156,7 +172,7 @@ func (b *block) crossResidual(g *engine.Graph, heads int, x, kv *engine.Tensor) 
 func (b *block) mlpResidual(g *engine.Graph, x *engine.Tensor, mods []*engine.Tensor) *engine.Tensor {
 	var h *engine.Tensor
 	if mods != nil {
-		h = g.LayerNormModulate(x, b.ln3g, b.ln3b, mods[2], mods[3])
+		h = modulate(g, x, b.ln3g, b.ln3b, mods[2], mods[3])
 	} else {
 		h = g.LayerNorm(x, b.ln3g, b.ln3b)
 	}

@@ -35,15 +35,14 @@ func (n *Net) MaskLogits(g *engine.Graph, enc *engine.Tensor, lambda float64, ma
 		return nil, err
 	}
 	bits := make([]int32, b*n.c)
-	lam := make([]float32, b)
 	for i, m := range masks {
 		if len(m) != n.c {
 			return nil, fmt.Errorf("network: mask %d has %d entries, want %d", i, len(m), n.c)
 		}
 		maskBitsIn(m, bits[i*n.c:(i+1)*n.c])
-		lam[i] = float32(lambda)
 	}
-	lg := n.maskForward(g, enc, g.Input(lam, b, 1), bits)
+	// One λ for all rows: its modulations are computed once and broadcast.
+	lg := n.maskForward(g, enc, g.Input([]float32{float32(lambda)}, 1, 1), bits)
 	return g.Reshape(lg, b, n.c), nil
 }
 
@@ -120,11 +119,7 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 	// Everything that does not depend on the decoded bits, once.
 	g0 := engine.NewInferenceGraph()
 	y := g0.Input(enc.Data[o0*tk*d:o1*tk*d], o1-o0, tk, d)
-	lam := make([]float32, rows)
-	for i := range lam {
-		lam[i] = float32(lambda)
-	}
-	mods := n.mdec.modulations(g0, g0.Input(lam, rows, 1))
+	mods := n.mdec.modulations(g0, g0.Input([]float32{float32(lambda)}, 1, 1)) // broadcast over rows
 	kv := n.mdec.crossKV(g0, y)
 	pos := n.maskTokens(g0)
 	caches := make([]*engine.KVCache, len(n.mdec.blocks))
@@ -152,7 +147,7 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 		x := g.Add(g.Embedding(n.bit, bits, rows, 1), g.Slice(pos, 0, i, i+1))
 		for l := range n.mdec.blocks {
 			b, m := &n.mdec.blocks[l], mods[4*l:4*l+4]
-			h := g.LayerNormModulate(x, b.ln1g, b.ln1b, m[0], m[1])
+			h := modulate(g, x, b.ln1g, b.ln1b, m[0], m[1])
 			qkv := g.Linear(h, b.wqkv, b.bqkv)
 			caches[l].Append(qkv, w, qkv, 2*w)
 			x = g.Add(x, g.Linear(g.Attend(caches[l], qkv, 0), b.wo, b.bo))
@@ -201,7 +196,9 @@ func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, theta
 		return nil, fmt.Errorf("network: Denoise with %d noise levels for %d rows", len(sigma), b)
 	}
 	cin := make([]float32, b)
-	cnoise := make([]float32, b)
+	// One noise level for all rows (the solvers' case): c_noise is passed
+	// as [1, 1], so the AdaLN modulations are computed once and broadcast.
+	cnoise := make([]float32, len(sigma))
 	coefA := make([]float32, b*dm)
 	coefB := make([]float32, b*dm)
 	tokActive := make([]bool, b*t)
@@ -217,7 +214,10 @@ func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, theta
 		if !(s > 0) {
 			return nil, fmt.Errorf("network: Denoise at noise level σ = %v (must be positive)", s)
 		}
-		cin[i], cnoise[i] = float32(CIn(s)), float32(CNoise(s))
+		cin[i] = float32(CIn(s))
+		if i < len(cnoise) {
+			cnoise[i] = float32(CNoise(s))
+		}
 		n.layout.Active(m, active)
 		for j, a := range active {
 			if a {
@@ -230,6 +230,6 @@ func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, theta
 	}
 	mask := engine.ActivityMask(nil, tokActive, b, t)
 	thIn := g.Mul(thetaSigma, g.Input(cin, b, 1))
-	f := n.paramForward(g, enc, thIn, g.Input(cnoise, b, 1), mask)
+	f := n.paramForward(g, enc, thIn, g.Input(cnoise, len(cnoise), 1), mask)
 	return g.Add(g.Mul(thetaSigma, g.Input(coefA, b, dm)), g.Mul(f, g.Input(coefB, b, dm))), nil
 }

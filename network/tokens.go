@@ -114,7 +114,8 @@ func (n *Net) tokenWeights(g *engine.Graph) (ids, enc, dec, decB *engine.Tensor)
 // paramForward is the parameter decoder's network F: it tokenizes the
 // preconditioned values thIn = c_in·θ_σ [B, DMax], runs the diffusion
 // transformer under the block attention mask with AdaLN on the Fourier
-// embedding of cNoise [B, 1] and cross-attention to enc [Be, Tk, D]
+// embedding of cNoise [B, 1] (or [1, 1] for one noise level shared by all
+// rows) and cross-attention to enc [Be, Tk, D]
 // (B a multiple of Be), and decodes every token back to [B, DMax].
 func (n *Net) paramForward(g *engine.Graph, enc, thIn, cNoise *engine.Tensor, mask engine.Mask) *engine.Tensor {
 	b, t, d, dp, dm := thIn.Shape[0], len(n.tokens), n.cfg.ModelDim, n.dPad, n.dmax
@@ -160,10 +161,10 @@ func maskBitsIn(mask []bool, dst []int32) {
 
 // maskForward returns the model decoder's logits [B, C, 1] for the masks
 // encoded in bitsIn ([B, C], see maskBitsIn) under causal self-attention,
-// AdaLN on the Fourier embedding of lam [B, 1] and cross-attention to enc
-// [Be, Tk, D].
+// AdaLN on the Fourier embedding of lam [B, 1] (or [1, 1], shared by all
+// rows) and cross-attention to enc [Be, Tk, D].
 func (n *Net) maskForward(g *engine.Graph, enc, lam *engine.Tensor, bitsIn []int32) *engine.Tensor {
-	b := lam.Shape[0]
+	b := len(bitsIn) / n.c
 	x := g.Add(g.Embedding(n.bit, bitsIn, b, n.c), n.maskTokens(g))
 	mods := n.mdec.modulations(g, lam)
 	kv := n.mdec.crossKV(g, enc)
