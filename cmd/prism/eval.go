@@ -17,7 +17,7 @@ func init() {
 
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("eval", "--checkpoint DIR --n N --seed S --out DIR [--lambda L|random]", stderr)
-	checkpoint := fs.String("checkpoint", "", "trained network: a `prism train` output directory (EMA weights) or a weights file")
+	checkpoint := fs.String("checkpoint", "", "trained network: a 'prism train' output directory (EMA weights) or a weights file")
 	n := fs.Int("n", 1000, "test observations for SBC and classification")
 	seed := fs.Uint64("seed", 1, "random seed of the test data and of every sampler; the same seed gives the same report")
 	out := fs.String("out", "", "output directory (report.json, summary.csv, PNG figures)")
