@@ -1,6 +1,7 @@
 package network
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -17,46 +18,62 @@ import (
 // against the cache versus all queries), so they agree to float32
 // rounding of O(1) logits: 1e-4 absolute.
 func TestKVCacheSamplingMatchesTeacherForcing(t *testing.T) {
-	for _, name := range []string{"lingauss-k6", "b3s", "symbolic-k15"} {
-		n := newNet(t, name, tinyConfig, 12)
-		perturbParams(n, 0.3, 13)
-		s := simulate(n.fam, 14, 0, 3)
-		g := engine.NewInferenceGraph()
-		enc := encodeSamples(t, n, g, s)
-		const per = 5
-		rows := 3 * per
-		masks := make([][]bool, rows)
-		for i := range masks {
-			masks[i] = make([]bool, n.c)
+	// Three observations with five rows each decode row by row; one
+	// observation with 200 rows decodes shared prefixes once (groups split
+	// as the rows' bits diverge), which must not change any row's logits.
+	for _, c := range []struct{ obs, per int }{{3, 5}, {1, 200}} {
+		for _, name := range []string{"lingauss-k6", "b3s", "symbolic-k15"} {
+			checkCachedSampler(t, name, c.obs, c.per)
 		}
-		logq := make([]float64, rows)
-		logits := make([]float32, rows*n.c)
-		n.sampleChunk(enc, 0, 3, per, 0.5, rand.New(rand.NewPCG(1, 1)), masks, logq, logits)
-		tf, err := n.MaskLogits(g, enc, 0.5, masks)
-		if err != nil {
-			t.Fatal(err)
+	}
+}
+
+func checkCachedSampler(t *testing.T, name string, obs, per int) {
+	t.Helper()
+	n := newNet(t, name, tinyConfig, 12)
+	perturbParams(n, 0.3, 13)
+	s := simulate(n.fam, 14, 0, obs)
+	g := engine.NewInferenceGraph()
+	enc := encodeSamples(t, n, g, s)
+	rows := obs * per
+	masks := make([][]bool, rows)
+	for i := range masks {
+		masks[i] = make([]bool, n.c)
+	}
+	logq := make([]float64, rows)
+	logits := make([]float32, rows*n.c)
+	n.sampleChunk(enc, 0, obs, per, 0.5, rand.New(rand.NewPCG(1, 1)), masks, logq, logits)
+	tf, err := n.MaskLogits(g, enc, 0.5, masks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range tf.Data {
+		if math.Abs(float64(v-logits[i])) > 1e-4 {
+			t.Fatalf("%s, %d×%d: row %d position %d: cached logit %v, teacher-forced %v", name, obs, per, i/n.c, i%n.c, logits[i], v)
 		}
-		for i, v := range tf.Data {
-			if math.Abs(float64(v-logits[i])) > 1e-4 {
-				t.Fatalf("%s: row %d position %d: cached logit %v, teacher-forced %v", name, i/n.c, i%n.c, logits[i], v)
-			}
+	}
+	lp := MaskLogProb(tf, masks, nil)
+	for i := range lp {
+		if math.Abs(lp[i]-logq[i]) > 1e-4*float64(n.c) {
+			t.Fatalf("%s, %d×%d: row %d: sampler log q %v, teacher-forced %v", name, obs, per, i, logq[i], lp[i])
 		}
-		lp := MaskLogProb(tf, masks, nil)
-		for i := range lp {
-			if math.Abs(lp[i]-logq[i]) > 1e-4*float64(n.c) {
-				t.Fatalf("%s: row %d: sampler log q %v, teacher-forced %v", name, i, logq[i], lp[i])
-			}
-		}
-		// The public sampler (chunked, observation-major) gives the same
-		// masks for the same random stream when one chunk holds them all.
-		m2, lq2, err := n.SampleMasks(enc, 0.5, per, rand.New(rand.NewPCG(1, 1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range m2 {
-			if !slices.Equal(m2[i], masks[i]) || lq2[i] != logq[i] {
-				t.Fatalf("%s: SampleMasks row %d differs from the single chunk", name, i)
-			}
+	}
+	distinct := map[string]bool{}
+	for _, m := range masks {
+		distinct[fmt.Sprint(m)] = true
+	}
+	if len(distinct) < 2 {
+		t.Fatalf("%s, %d×%d: all %d sampled masks are equal; the test needs diverging prefixes", name, obs, per, rows)
+	}
+	// The public sampler (chunked, observation-major) gives the same
+	// masks for the same random stream when one chunk holds them all.
+	m2, lq2, err := n.SampleMasks(enc, 0.5, per, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m2 {
+		if !slices.Equal(m2[i], masks[i]) || lq2[i] != logq[i] {
+			t.Fatalf("%s, %d×%d: SampleMasks row %d differs from the single chunk", name, obs, per, i)
 		}
 	}
 }
