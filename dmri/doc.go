@@ -18,6 +18,14 @@
 //   - Posterior holds samples per voxel (f, θ, φ per stick; d, d_std, S0);
 //     WriteBedpostX writes merged_*/mean_* samples, dyads, dispersions and
 //     nodif_brain_mask with the input's geometry.
+//   - Fitter (`prism dmri fit`, docs/dmri.md) fits a trained PRISM network
+//     of a multi-shell ball-and-sticks family (b3s) to the scan in
+//     batches: the exact model posterior over the family's model list,
+//     joint samples (model, then parameters), ESS and posterior-predictive
+//     RMSE; FitState keeps finished batches in a crash-safe file so that
+//     an interrupted run continues; WriteFit adds model_prob,
+//     nfibres_prob, map_model, ess, pp_rmse and MRtrix-style peaks to the
+//     BedpostX layout.
 //   - Compare reads two output folders and summarises the agreement of
 //     dyads, fractions and fibre counts (JSON and PNG slice maps).
 //
@@ -27,6 +35,7 @@
 // positive, nifti.Header.FSLFlipX), and the model only depends on the
 // angles between gradients and sticks, so the sampled directions, θ/φ and
 // dyads come out in FSL's convention, which is what BedpostX writes and
-// probtrackx reads. No flip is applied on output. docs/mcmc.md has the
-// details.
+// probtrackx reads. No flip is applied on output, except for the
+// MRtrix-style peaks, which are mapped to world coordinates
+// (PeakDirection). docs/dmri.md has the details.
 package dmri

@@ -122,10 +122,9 @@ type Fitter struct {
 	so     posterior.SampleOptions
 	Models []Model
 	masks  [][]bool
-	Sticks int      // number of stick components (≤ MaxFibres)
-	stick  []int    // component index of each stick
-	frac   []int    // position of each stick's fraction in Params.Fractions
-	layout []string // simplex component names, for errors
+	Sticks int   // number of stick components (≤ MaxFibres)
+	stick  []int // component index of each stick
+	frac   []int // position of each stick's fraction in Params.Fractions
 }
 
 // NewFitter checks that the network's family is a multi-shell ball and

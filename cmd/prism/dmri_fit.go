@@ -28,12 +28,12 @@ import (
 // batch size and paths, in the key of the resumable state).
 type fitRunSettings struct {
 	dmri.FitSettings
-	Checkpoint   string `json:"checkpoint"`
-	Family       string `json:"family"`
-	WeightsSHA   string `json:"weights_sha256"`
-	Models       int    `json:"models"`
-	Sticks       int    `json:"sticks"`
-	ResumedVoxel int    `json:"resumed_voxels"`
+	Checkpoint    string `json:"checkpoint"`
+	Family        string `json:"family"`
+	WeightsSHA    string `json:"weights_sha256"`
+	Models        int    `json:"models"`
+	Sticks        int    `json:"sticks"`
+	ResumedVoxels int    `json:"resumed_voxels"`
 }
 
 // fitStateKey identifies a fit for resuming: everything that changes the
@@ -131,7 +131,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	info := dmri.NewRunInfo("prism dmri fit", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings = fitRunSettings{FitSettings: s, Checkpoint: *ckpt, Family: post.Family().Name(), WeightsSHA: weights,
-		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxel: resumed}
+		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxels: resumed}
 	info.Workers = runtime.GOMAXPROCS(0)
 	info.Timings["load"] = loadTime
 	info.Timings["checkpoint"] = ckTime
