@@ -130,21 +130,22 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 	tk, d, w := enc.Shape[1], enc.Shape[2], cfg.Heads*cfg.HeadDim
 	rows := (o1 - o0) * r
 
+	st := n.samplerFor(rows)
+	defer n.samplers.Put(st)
+
 	// Everything that does not depend on the decoded bits, once.
-	g0 := engine.NewInferenceGraph()
+	g0 := st.g0
+	g0.Reset()
 	y := g0.Input(enc.Data[o0*tk*d:o1*tk*d], o1-o0, tk, d)
 	mods := n.mdec.modulations(g0, g0.Input([]float32{float32(lambda)}, 1, 1)) // broadcast over rows
 	kv := n.mdec.crossKV(g0, y)
 	pos := n.maskTokens(g0)
-	caches := make([]*engine.KVCache, len(n.mdec.blocks))
-	for l := range caches {
-		caches[l] = engine.NewKVCache(rows, c, cfg.Heads, w)
-	}
+	caches := st.caches
 
-	// grp[row] is the row's group; gbit[k] the last bit of group k's prefix.
-	grp := make([]int32, rows)
-	gbit := make([]int32, rows)
-	child := make([]int32, rows) // second child of group k at this position, or −1
+	// grp[row] is the row's group; gbit[k] the last bit of group k's prefix;
+	// child[k] the second child of group k at this position (or < 0).
+	grp, gbit, child := st.grp[:rows], st.gbit[:rows], st.child[:rows]
+	clear(grp)
 	ngrp := 1
 	if o1-o0 > 1 {
 		ngrp = rows
@@ -153,7 +154,7 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 		}
 	}
 
-	g := engine.NewInferenceGraph()
+	g := st.g
 	for i := range logq {
 		logq[i] = 0
 	}
@@ -220,6 +221,39 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 			}
 		}
 	}
+}
+
+// samplerState is the reusable working memory of sampleChunk.
+type samplerState struct {
+	g0, g            *engine.Graph
+	caches           []*engine.KVCache
+	grp, gbit, child []int32
+}
+
+// samplerFor returns a recycled (or new) sampler state for rows rows with
+// empty KV caches.
+func (n *Net) samplerFor(rows int) *samplerState {
+	cfg := n.cfg
+	w := cfg.Heads * cfg.HeadDim
+	st, _ := n.samplers.Get().(*samplerState)
+	if st == nil {
+		st = &samplerState{g0: engine.NewInferenceGraph(), g: engine.NewInferenceGraph()}
+	}
+	if len(st.grp) < rows {
+		st.grp, st.gbit, st.child = make([]int32, rows), make([]int32, rows), make([]int32, rows)
+		st.caches = nil
+	}
+	if st.caches == nil {
+		st.caches = make([]*engine.KVCache, len(n.mdec.blocks))
+		for l := range st.caches {
+			st.caches[l] = engine.NewKVCache(len(st.grp), n.c, cfg.Heads, w)
+		}
+	}
+	for _, kc := range st.caches {
+		kc.Reset()
+		kc.B = rows
+	}
+	return st
 }
 
 // copyCacheRow copies the cached keys and values of batch row from to row

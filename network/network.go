@@ -90,6 +90,10 @@ type Net struct {
 
 	mu      sync.Mutex
 	gathers map[int]*gatherIdx // index tables of the parameter tokenizer by batch size
+	// samplers recycles the mask sampler's graphs, KV caches and group
+	// tables (*samplerState) across calls: a fresh graph re-grows its arena
+	// as the number of prefix groups grows, step after step.
+	samplers sync.Pool
 }
 
 // New builds the network for family f with configuration cfg, drawing the
