@@ -183,3 +183,79 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// tileMask allows each key with probability 1/2 and masks every query row
+// whose index is 1 or ≡ 5 (mod 37) entirely, so fully masked rows fall in
+// several query tiles of the inference forward and at both ends of its
+// four-query groups.
+func tileMask(r interface{ Float64() float64 }, s AttnShape) Mask {
+	a := make([]bool, s.B*s.Tq*s.Tk)
+	for i := range a {
+		a[i] = r.Float64() < 0.5
+	}
+	for b := 0; b < s.B; b++ {
+		for i := 0; i < s.Tq; i++ {
+			if i == 1 || i%37 == 5 {
+				for j := 0; j < s.Tk; j++ {
+					a[(b*s.Tq+i)*s.Tk+j] = false
+				}
+			}
+		}
+	}
+	return Mask{Allow: a, BatchStride: s.Tq * s.Tk}
+}
+
+// TestAttentionInferenceMatchesReference checks the inference forward
+// (probs == nil), which processes queries in tiles without keeping the
+// probability matrix, against the float64 reference on shapes with many
+// tiles and a partial last one (Tq ≫ Tk, Tq not a multiple of the tile or
+// of four), KV-cache decoding (Tq = 1), masked and fully masked rows (whose
+// output must be exactly zero), Dh = 16 and odd Dh. Tolerance as in
+// TestAttentionMatchesReference: outputs are convex combinations of v with
+// weights from ≤ 16-term dot products and ≤ 300-term sums, so float32
+// errors are a few hundred ulp of the largest value, 1e-5 relative.
+func TestAttentionInferenceMatchesReference(t *testing.T) {
+	cases := []attnCase{
+		{"cross-Tq2051-Tk105-Dh16", AttnShape{B: 2, Tq: 2051, Tk: 105, H: 4, Dh: 16}, noMask},
+		{"cross-masked-Tq1030-Tk105-Dh16", AttnShape{B: 2, Tq: 1030, Tk: 105, H: 2, Dh: 16, LdQ: 40, LdK: 96, LdV: 64, LdO: 36}, tileMask},
+		{"cross-masked-Tq517-Tk300-Dh7", AttnShape{B: 1, Tq: 517, Tk: 300, H: 3, Dh: 7, LdQ: 23, LdK: 30, LdV: 21, LdO: 22}, tileMask},
+		{"cross-masked-Tq300-Tk9-Dh32", AttnShape{B: 2, Tq: 300, Tk: 9, H: 2, Dh: 32}, tileMask},
+		{"decode-Tq1-Tk105-Dh16", AttnShape{B: 7, Tq: 1, Tk: 105, H: 4, Dh: 16}, noMask},
+		{"decode-Tq1-masked-Dh7", AttnShape{B: 5, Tq: 1, Tk: 50, H: 2, Dh: 7}, blockMask},
+		{"long-keys-Tq9-Tk3000-Dh16", AttnShape{B: 1, Tq: 9, Tk: 3000, H: 2, Dh: 16}, tileMask},
+	}
+	for ci, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRNG(uint64(60 + ci))
+			s := tc.s.norm()
+			m := tc.mask(r, s)
+			rn := func(n int) []float64 { return randn64(r, n, 1) }
+			q, k, v := attnBuffers(r, s, rn)
+			out := rn(s.span(s.B*s.Tq, s.LdO))
+			out32 := to32(out) // gaps between strided rows must survive
+			attnFwdRef(s, q, k, v, m, out, make([]float64, s.B*s.H*s.Tq*s.Tk), 0, s.B*s.H, nil)
+			AttentionForward(tc.s, to32(q), to32(k), to32(v), m, out32, nil)
+			checkClose(t, "out", out32, out, 1e-5, maxAbs(out))
+			if m.Allow == nil {
+				return
+			}
+			for b := 0; b < s.B; b++ {
+				for i := 0; i < s.Tq; i++ {
+					row := m.Allow[b*m.BatchStride+i*s.Tk:][:s.Tk]
+					empty := true
+					for _, ok := range row {
+						empty = empty && !ok
+					}
+					if !empty {
+						continue
+					}
+					for c, x := range out32[(b*s.Tq+i)*s.LdO:][:s.H*s.Dh] {
+						if x != 0 {
+							t.Fatalf("fully masked row b=%d i=%d: out[%d] = %g, want 0", b, i, c, x)
+						}
+					}
+				}
+			}
+		})
+	}
+}

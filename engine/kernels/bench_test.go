@@ -159,6 +159,19 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		reportGFLOPS(b, 4*float64(1000*benchH*50*benchDh), c0)
 	})
+	// Inference cross-attention as in the network's denoiser: a block of
+	// 2048 queries (256 rows × 8 tokens) over the 105 encoder tokens of one
+	// observation, no probabilities kept.
+	xs := AttnShape{B: 1, Tq: 2048, Tk: 105, H: benchH, Dh: benchDh}
+	xq, xkv := benchBuf(2048*benchD), benchBuf(105*benchD)
+	xout := make([]float32, 2048*benchD)
+	b.Run("cross_Tq2048_Tk105", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			AttentionForward(xs, xq, xkv, xkv, Mask{}, xout, nil)
+		}
+		reportGFLOPS(b, 4*float64(2048*benchH*105*benchDh), c0)
+	})
 }
 
 func BenchmarkLayerNorm(b *testing.B) {

@@ -426,6 +426,8 @@ static void *pk_alloc(size_t nfloat) {
 // network's shapes and for decoding), else a single heap block, so a
 // kernel call makes at most one allocation and usually none.
 #define PK_STACK 8192
+// PK_ATT_TILE bounds the inference forward's probability tile (floats).
+#define PK_ATT_TILE 4096
 typedef struct {
 	float *base;
 	size_t used, cap;
@@ -621,36 +623,55 @@ PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned cha
 #endif
 }
 
-// The forward computes, per (batch, head), all probability rows first and
-// then out = P·V four queries at a time, so that each v_j load feeds four
-// independent FMA chains (the same restructuring doubled the backward).
+// The forward computes, per (batch, head), the probability rows of a tile of
+// queries and then out = P·V for the tile four queries at a time, so that
+// each v_j load feeds four independent FMA chains (the same restructuring
+// doubled the backward). With probs (training) the tile is all Tq queries
+// and the rows go to the caller's buffer. In inference (probs == NULL) the
+// tile is as many queries as fit the stack scratch (PK_ATT_TILE floats of
+// probabilities), so the rows stay in L1/L2 and nothing is allocated:
+// materialising all Tq rows per call cost a 3.6 MB malloc per head for the
+// network's cross-attention and ≈10 % of inference in page faults.
 PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
 	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi, const long dh) {
 	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
 	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
 	const int transposed = Tq >= 4;
+	long tile = Tq;
+	if (!probs) {
+		tile = PK_ATT_TILE / ldt;
+		tile = tile < 4 ? 4 : tile & ~3L;
+		tile = tile > Tq ? Tq : tile;
+	}
 	float stack[PK_STACK] __attribute__((aligned(64)));
 	pk_scratch scr;
 	pk_scratch_init(&scr, stack, (transposed ? pk_round(dh * ldt) : 0) + pk_round(ldt) +
-		(probs ? 0 : pk_round(Tq * ldt)) + pk_round(2 * Tq * sizeof(long) / sizeof(float)));
+		(probs ? 0 : pk_round(tile * ldt)) + pk_round(2 * tile * sizeof(long) / sizeof(float)));
 	float *kt = transposed ? pk_take(&scr, dh * ldt) : NULL;
 	float *sc = pk_take(&scr, ldt);
-	float *pm = probs ? NULL : pk_take(&scr, Tq * ldt); // probabilities when the caller keeps none
+	float *pm = probs ? NULL : pk_take(&scr, tile * ldt); // probabilities when the caller keeps none
 	const long ldp = probs ? Tk : ldt;
-	long *rlo = pk_take(&scr, 2 * Tq * sizeof(long) / sizeof(float)), *rhi = rlo + Tq;
+	long *rlo0 = pk_take(&scr, 2 * tile * sizeof(long) / sizeof(float));
 	if (kt) memset(kt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (long bh = lo; bh < hi; bh++) {
 		const long b = bh / H, h = bh % H;
-		const float *Q = q + b * Tq * s->ldq + h * dh;
+		const float *Q0 = q + b * Tq * s->ldq + h * dh;
 		const float *K = k + b * Tk * s->ldk + h * dh;
 		const float *V = v + b * Tk * s->ldv + h * dh;
-		float *O = out + b * Tq * s->ldo + h * dh;
-		float *P = probs ? probs + bh * Tq * Tk : pm;
+		float *O0 = out + b * Tq * s->ldo + h * dh;
 		if (transposed) pk_transpose(K, s->ldk, Tk, dh, kt, ldt);
+		for (long t0 = 0; t0 < Tq; t0 += tile) {
+		// Rows [t0, t0+nt) of the tile, indexed from 0 below.
+		const long nt = Tq - t0 < tile ? Tq - t0 : tile;
+		const float *Q = Q0 + t0 * s->ldq;
+		float *O = O0 + t0 * s->ldo;
+		float *P = probs ? probs + bh * Tq * Tk + t0 * Tk : pm;
+		long *rlo = rlo0, *rhi = rlo0 + tile;
+		const unsigned char *allow_t = allow ? allow + b * bstride + t0 * Tk : NULL;
 		// Probability rows, zero outside the allowed span.
-		for (long i = 0; i < Tq; i++) {
-			const unsigned char *a = allow ? allow + b * bstride + i * Tk : NULL;
+		for (long i = 0; i < nt; i++) {
+			const unsigned char *a = allow_t ? allow_t + i * Tk : NULL;
 			float *p = P + i * ldp;
 			long jlo, jhi;
 			pk_mask_range(a, Tk, &jlo, &jhi);
@@ -671,7 +692,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		long i0 = 0;
 		if (PK_VEC(dh)) {
 			const long ldv = s->ldv;
-			for (; i0 + 4 <= Tq; i0 += 4) {
+			for (; i0 + 4 <= nt; i0 += 4) {
 				long j0 = Tk, j1 = 0;
 				for (long r = 0; r < 4; r++)
 					if (rlo[i0 + r] < rhi[i0 + r]) {
@@ -699,7 +720,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			}
 			// Remaining queries (all of them when decoding with Tq = 1):
 			// four accumulators over j instead.
-			for (; i0 < Tq; i0++) {
+			for (; i0 < nt; i0++) {
 				const float *p = P + i0 * ldp;
 				pk_v16 acc[4][PK_MAXV];
 				for (long c = 0; c < dh / 16; c++) acc[0][c] = acc[1][c] = acc[2][c] = acc[3][c] = (pk_v16){0};
@@ -720,7 +741,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 				for (long c = 0; c < dh / 16; c++) PK_ST(o + 16 * c, (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]));
 			}
 		} else {
-			for (long i = 0; i < Tq; i++) {
+			for (long i = 0; i < nt; i++) {
 				const float *p = P + i * ldp;
 				float *o = O + i * s->ldo;
 				for (long d = 0; d < dh; d++) o[d] = 0;
@@ -730,6 +751,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 					for (long d = 0; d < dh; d++) o[d] += pj * vj[d];
 				}
 			}
+		}
 		}
 	}
 	free(scr.heap);
