@@ -499,6 +499,59 @@ PK_INLINE void pk_scores(const float *qi, const float *kt, long ldt, long jlo, l
 	}
 }
 
+// pk_scores4_16 writes the scores scale·q_r·k_j of four queries (rows of Q,
+// stride ldq) with Dh = 16 for the nb blocks of 16 transposed keys kt into
+// rows of P (stride ldp): each key vector loaded feeds four queries and two
+// blocks are done at once, eight independent FMA chains, where pk_scores
+// loads every key block once per query.
+PK_INLINE void pk_scores4_16(const float *Q, long ldq, const float *kt, long ldt, long nb, float scale,
+	float *P, long ldp) {
+	float qs[4][16];
+	for (long r = 0; r < 4; r++)
+		for (long d = 0; d < 16; d++) qs[r][d] = Q[r * ldq + d] * scale;
+	long b = 0;
+	for (; b + 2 <= nb; b += 2) {
+		pk_v16 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+		const float *kb = kt + 16 * b;
+		for (long d = 0; d < 16; d++) {
+			const pk_v16 k0 = PK_LD(kb + d * ldt), k1 = PK_LD(kb + d * ldt + 16);
+			a00 += qs[0][d] * k0;
+			a01 += qs[0][d] * k1;
+			a10 += qs[1][d] * k0;
+			a11 += qs[1][d] * k1;
+			a20 += qs[2][d] * k0;
+			a21 += qs[2][d] * k1;
+			a30 += qs[3][d] * k0;
+			a31 += qs[3][d] * k1;
+		}
+		float *pb = P + 16 * b;
+		PK_ST(pb, a00);
+		PK_ST(pb + 16, a01);
+		PK_ST(pb + ldp, a10);
+		PK_ST(pb + ldp + 16, a11);
+		PK_ST(pb + 2 * ldp, a20);
+		PK_ST(pb + 2 * ldp + 16, a21);
+		PK_ST(pb + 3 * ldp, a30);
+		PK_ST(pb + 3 * ldp + 16, a31);
+	}
+	if (b < nb) {
+		pk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+		const float *kb = kt + 16 * b;
+		for (long d = 0; d < 16; d++) {
+			const pk_v16 k0 = PK_LD(kb + d * ldt);
+			a0 += qs[0][d] * k0;
+			a1 += qs[1][d] * k0;
+			a2 += qs[2][d] * k0;
+			a3 += qs[3][d] * k0;
+		}
+		float *pb = P + 16 * b;
+		PK_ST(pb, a0);
+		PK_ST(pb + ldp, a1);
+		PK_ST(pb + 2 * ldp, a2);
+		PK_ST(pb + 3 * ldp, a3);
+	}
+}
+
 // pk_scores_direct is pk_scores without the transposed copy, for few queries
 // (decoding). With AVX-512 and Dh a multiple of 16 it multiplies q with 16
 // key rows and sums the 16 products with a 4-level shuffle network (45
@@ -669,6 +722,11 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		float *P = probs ? probs + bh * Tq * Tk + t0 * Tk : pm;
 		long *rlo = rlo0, *rhi = rlo0 + tile;
 		const unsigned char *allow_t = allow ? allow + b * bstride + t0 * Tk : NULL;
+		// Inference with Dh = 16: scores of four queries at a time straight
+		// into their probability rows (the softmax below then works in place).
+		long ns = 0;
+		if (!probs && transposed && dh == 16)
+			for (; ns + 4 <= nt; ns += 4) pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
 		// Probability rows, zero outside the allowed span.
 		for (long i = 0; i < nt; i++) {
 			const unsigned char *a = allow_t ? allow_t + i * Tk : NULL;
@@ -677,6 +735,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			pk_mask_range(a, Tk, &jlo, &jhi);
 			rlo[i] = jlo;
 			rhi[i] = jhi;
+			if (i < ns) {
+				if (jlo < jhi) {
+					const float inv = 1.0f / pk_softmax_row(p, jlo, jhi, a);
+					for (long j = jlo; j < jhi; j++) p[j] *= inv;
+				}
+				for (long j = 0; j < jlo; j++) p[j] = 0;
+				for (long j = jhi; j < Tk; j++) p[j] = 0;
+				continue;
+			}
 			for (long j = 0; j < jlo; j++) p[j] = 0;
 			for (long j = jhi; j < Tk; j++) p[j] = 0;
 			if (jlo >= jhi) continue;
