@@ -165,6 +165,17 @@ func BenchmarkAttention(b *testing.B) {
 	xs := AttnShape{B: 1, Tq: 2048, Tk: 105, H: benchH, Dh: benchDh}
 	xq, xkv := benchBuf(2048*benchD), benchBuf(105*benchD)
 	xout := make([]float32, 2048*benchD)
+	// Inference self-attention over the few tokens of each row (the
+	// denoiser's 8 per row, fused QKV, 1000 rows).
+	ss := AttnShape{B: 1000, Tq: 8, Tk: 8, H: benchH, Dh: benchDh, LdQ: 3 * benchD, LdK: 3 * benchD, LdV: 3 * benchD}
+	sqkv, sout := benchBuf(1000*8*3*benchD), make([]float32, 1000*8*benchD)
+	b.Run("self_B1000_T8", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			AttentionForward(ss, sqkv, sqkv[benchD:], sqkv[2*benchD:], Mask{}, sout, nil)
+		}
+		reportGFLOPS(b, 4*float64(1000*benchH*8*8*benchDh), c0)
+	})
 	b.Run("cross_Tq2048_Tk105", func(b *testing.B) {
 		c0 := cpuStart()
 		for b.Loop() {
