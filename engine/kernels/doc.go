@@ -64,6 +64,16 @@
 //     Computing dq = ds·k and out = p·v four queries at a time (each k_j or
 //     v_j load feeding four FMA chains) then doubled the backward and sped
 //     up the forward by 1.4×.
+//   - Inference attention (probs == nil) works on tiles of ≤ 4096 floats
+//     of probabilities in the stack scratch instead of all Tq rows, so
+//     nothing is allocated per call (the kernel speed did not change
+//     measurably), and for Dh = 16 computes the scores of four queries
+//     over two 16-key blocks per step (1.15× on BenchmarkAttention/cross).
+//     Tried and dropped: untransposed scores for Tq < 16 (slower), and
+//     scaling P·V by 1/Σ instead of normalising the rows (≤ 3 %, noise).
+//     Tiny-T self-attention (BenchmarkAttention/self_B1000_T8, ≈ 12
+//     GFLOP/cpu-s) has a flat profile; its largest item is the first
+//     touch of the strided q rows.
 //   - On the reference training step OpenBLAS spent 14 % of the step
 //     packing operands and 3 % zeroing C for beta = 0 around 24 % in its
 //     compute kernel: for K = 64 the packing is not amortised. The own
