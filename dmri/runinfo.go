@@ -3,8 +3,8 @@ package dmri
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // RunInfo is the run.json record of a pipeline run.
@@ -39,31 +39,16 @@ func NewRunInfo(tool string, s *Scan) *RunInfo {
 	}
 }
 
-// WriteJSON writes v as indented JSON to path atomically (temporary file
-// in the same directory, renamed when complete).
+// WriteJSON writes v as indented JSON to path atomically (see
+// internal/atomicfile).
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("dmri: %s: %w", path, err)
 	}
 	b = append(b, '\n')
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("dmri: %w", err)
-	}
-	tmp := f.Name()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
+	if err := atomicfile.WriteBytes(path, b); err != nil {
 		return fmt.Errorf("dmri: %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("dmri: %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("dmri: %w", err)
 	}
 	return nil
 }
