@@ -8,6 +8,7 @@ import (
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/cputime"
 )
 
 // The benchmarks report, besides wall time, cpu-s/op: the process CPU time
@@ -16,7 +17,7 @@ import (
 // busy).
 
 func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := processCPU(); ok {
+	if cpu, ok := cputime.Seconds(); ok {
 		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
 	}
 }
@@ -60,7 +61,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				}
 			}
 			step()
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Seconds()
 			b.ResetTimer()
 			for range b.N {
 				step()
@@ -100,7 +101,7 @@ func BenchmarkDenoise(b *testing.B) {
 				}
 			}
 			run()
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Seconds()
 			b.ResetTimer()
 			for range b.N {
 				run()
@@ -120,7 +121,7 @@ func BenchmarkSampleMasks(b *testing.B) {
 			ge := engine.NewInferenceGraph()
 			enc := encodeSamples(b, n, ge, s)
 			r := rand.New(rand.NewPCG(1, 2))
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Seconds()
 			b.ResetTimer()
 			for range b.N {
 				if _, _, err := n.SampleMasks(enc, 0.5, 1000, r); err != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -15,7 +16,7 @@ import (
 //	go test -run '^$' -bench . -benchtime 5x ./posterior
 
 func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := processCPU(); ok {
+	if cpu, ok := cputime.Seconds(); ok {
 		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
 	}
 }
@@ -60,7 +61,7 @@ func BenchmarkSampleMasks(b *testing.B) {
 		}
 	}
 	run()
-	cpu0, _ := processCPU()
+	cpu0, _ := cputime.Seconds()
 	b.ResetTimer()
 	for range b.N {
 		run()
@@ -85,7 +86,7 @@ func BenchmarkSampleTheta(b *testing.B) {
 				}
 			}
 			run()
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Seconds()
 			b.ResetTimer()
 			for range b.N {
 				run()
@@ -107,7 +108,7 @@ func BenchmarkSampleAndLogProb(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu0, _ := processCPU()
+	cpu0, _ := cputime.Seconds()
 	b.ResetTimer()
 	for range b.N {
 		run()
@@ -127,7 +128,7 @@ func BenchmarkJointVoxels(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu0, _ := processCPU()
+	cpu0, _ := cputime.Seconds()
 	b.ResetTimer()
 	for range b.N {
 		run()

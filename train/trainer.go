@@ -17,6 +17,7 @@ import (
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -335,7 +336,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	nstreams := len(t.streams)
 	seedScale := []float32{1 / float32(nstreams)}
 	start := time.Now()
-	cpu0 := processCPUTime()
+	cpu0 := cputime.Duration()
 	var warmCPU time.Duration
 	var deadline time.Time
 	if cfg.Minutes > 0 {
@@ -433,7 +434,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.StepsThisRun++
 		res.Samples += int64(cfg.BatchSize * nstreams)
 		if warm.IsZero() {
-			warm, warmCPU = time.Now(), processCPUTime()
+			warm, warmCPU = time.Now(), cputime.Duration()
 		}
 		acc.add(loss, ml, pl)
 		lastLoss, lastML, lastPL = loss, ml, pl
@@ -476,11 +477,11 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	res.Elapsed = time.Since(start)
 	res.Step = t.state.Step
 	res.WaitShare = (waitedBefore + pf.waited).Seconds() / res.Elapsed.Seconds()
-	res.CPUTime = processCPUTime() - cpu0
+	res.CPUTime = cputime.Duration() - cpu0
 	if res.StepsThisRun > 1 {
 		n := float64((res.StepsThisRun - 1) * int64(cfg.BatchSize*nstreams))
 		res.SamplesPerSec = n / time.Since(warm).Seconds()
-		if cpu := (processCPUTime() - warmCPU).Seconds(); cpu > 0 {
+		if cpu := (cputime.Duration() - warmCPU).Seconds(); cpu > 0 {
 			res.SamplesPerCPUSec = n / cpu
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -157,7 +158,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	}()
 
 	fitStart := time.Now()
-	cpuStart := dmri.ProcessCPUSeconds()
+	cpuStart := cpuSeconds()
 	var progress func(int)
 	var bar *progressBar
 	if !*quiet {
@@ -176,7 +177,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	}
 	fitTime := time.Since(fitStart).Seconds()
 	info.Timings["fit"] = fitTime
-	info.Timings["fit_cpu"] = dmri.ProcessCPUSeconds() - cpuStart
+	info.Timings["fit_cpu"] = cpuSeconds() - cpuStart
 	if nv > resumed {
 		info.VoxelsPerSecond = float64(nv-resumed) / fitTime
 	}
@@ -320,4 +321,10 @@ func (p *progressBar) finish() {
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// cpuSeconds is the process CPU time in seconds for run.json (0 where unreadable).
+func cpuSeconds() float64 {
+	s, _ := cputime.Seconds()
+	return s
 }

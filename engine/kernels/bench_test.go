@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"testing"
+
+	"github.com/prismsbi/prism/internal/cputime"
 )
 
 // Benchmarks at the shapes of the reference network (batch 256, 51 tokens,
@@ -360,4 +362,10 @@ func BenchmarkLinearGELU(b *testing.B) {
 		}
 		reportGFLOPS(b, 2*float64(m*n*k), c0)
 	})
+}
+
+// processCPU is the process CPU time in seconds (0 where unreadable).
+func processCPU() float64 {
+	s, _ := cputime.Seconds()
+	return s
 }

@@ -1,6 +1,10 @@
 package refnet
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/prismsbi/prism/internal/cputime"
+)
 
 // Benchmarks of issue 2's reference network. bench/engine_vs_torch.sh
 // parses their names, ns/op and the flop/step metric:
@@ -34,7 +38,7 @@ func BenchmarkRefNetStep(b *testing.B) {
 	}
 	flops := n.FLOPs()
 	b.ReportAllocs()
-	cpu0, _ := processCPU()
+	cpu0, _ := cputime.Seconds()
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := n.Step(); err != nil {
@@ -53,7 +57,7 @@ func BenchmarkRefNetInfer(b *testing.B) {
 	n.InferParamDecoder(n.Infer) // warm-up; computes the encoder output once
 	flops := n.cfg.InferFLOPs()
 	b.ReportAllocs()
-	cpu0, _ := processCPU()
+	cpu0, _ := cputime.Seconds()
 	b.ResetTimer()
 	for b.Loop() {
 		n.InferParamDecoder(n.Infer)
@@ -64,7 +68,7 @@ func BenchmarkRefNetInfer(b *testing.B) {
 
 // reportCPU reports the process CPU time per iteration since cpu0.
 func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := processCPU(); ok {
+	if cpu, ok := cputime.Seconds(); ok {
 		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/cputime"
 )
 
 // TestLogLikelihoodGradient compares the analytic latent gradient with
@@ -352,7 +353,7 @@ func BenchmarkSimulateBSZTConvUKB(b *testing.B) {
 	family.SimulateBatch(f, opt, 0, out)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, ok := processCPU()
+	cpu0, ok := cputime.Seconds()
 	done := 0
 	for done < b.N {
 		k := min(batch, b.N-done)
@@ -360,7 +361,7 @@ func BenchmarkSimulateBSZTConvUKB(b *testing.B) {
 		done += k
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sims/s")
-	if cpu, ok2 := processCPU(); ok && ok2 {
+	if cpu, ok2 := cputime.Seconds(); ok && ok2 {
 		per := (cpu - cpu0) / float64(b.N)
 		b.ReportMetric(per*1e6, "cpu-µs/sim")
 		b.ReportMetric(2/per, "sims/s-2cpu")

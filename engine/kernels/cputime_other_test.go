@@ -1,5 +1,0 @@
-//go:build !unix
-
-package kernels
-
-func processCPU() float64 { return 0 }
