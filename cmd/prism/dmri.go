@@ -77,10 +77,7 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	def := mcmc.DefaultSettings()
 	fs := newFlagSet("dmri mcmc", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] [--fibres N] --out DIR", stderr)
 	var files dmri.ScanFiles
-	fs.StringVar(&files.DWI, "dwi", "", "4-D diffusion-weighted NIfTI image (.nii or .nii.gz)")
-	fs.StringVar(&files.Bval, "bval", "", "FSL b-values file")
-	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file")
-	fs.StringVar(&files.Mask, "mask", "", "brain mask NIfTI (default: automatic mask from b0, see docs/mcmc.md)")
+	scanFileFlags(fs, &files)
 	out := fs.String("out", "", "output folder (BedpostX layout + run.json)")
 	s := def
 	fs.IntVar(&s.Fibres, "fibres", def.Fibres, "number of sticks N (1–3)")
@@ -251,4 +248,13 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s\n", js)
 	return nil
+}
+
+// scanFileFlags declares the input flags shared by the dmri commands that
+// read a scan: --dwi, --bval, --bvec and --mask.
+func scanFileFlags(fs *flag.FlagSet, files *dmri.ScanFiles) {
+	fs.StringVar(&files.DWI, "dwi", "", "4-D diffusion-weighted NIfTI image (.nii or .nii.gz)")
+	fs.StringVar(&files.Bval, "bval", "", "FSL b-values file")
+	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file (3×N or N×3)")
+	fs.StringVar(&files.Mask, "mask", "", "brain mask NIfTI (default: automatic mask from b0, see docs/dmri.md)")
 }

@@ -55,10 +55,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	def := dmri.DefaultFitSettings()
 	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] --checkpoint DIR --out DIR [--lambda L] [--samples N]", stderr)
 	var files dmri.ScanFiles
-	fs.StringVar(&files.DWI, "dwi", "", "4-D diffusion-weighted NIfTI image (.nii or .nii.gz)")
-	fs.StringVar(&files.Bval, "bval", "", "FSL b-values file")
-	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file (3×N or N×3)")
-	fs.StringVar(&files.Mask, "mask", "", "brain mask NIfTI (default: automatic mask from b0, see docs/dmri.md)")
+	scanFileFlags(fs, &files)
 	ckpt := fs.String("checkpoint", "", "trained network of a ball-and-sticks family (b3s): `prism train` output folder or weights file")
 	out := fs.String("out", "", "output folder (BedpostX layout, prism maps, run.json)")
 	s := def
