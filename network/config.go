@@ -42,6 +42,14 @@ type Config struct {
 	// (reference: 12; the signal and the b-vector are repeated to the same
 	// width).
 	BEmbed int `json:"b_embed"`
+	// TensorFeatures appends to every dMRI token the six unique entries of
+	// g gᵀ and of s·g gᵀ (off-diagonals scaled by √2), a prism extension
+	// of the reference's token (reference-spec §3.4). Attention pooling of
+	// these gives the signal-weighted second moment Σ s_j g_j g_jᵀ, the
+	// quantity a diffusion-tensor fit works from, so fibre directions are
+	// a smooth function of pooled features instead of something every
+	// layer has to discover; the reference width 36 is kept when false.
+	TensorFeatures bool `json:"tensor_features,omitempty"`
 	// Training noise levels: ln σ ~ N(LogSigmaMean, LogSigmaStd²), σ
 	// clipped to [SigmaMin, SigmaMax] (reference: −1.2, 1.2, 2e-4, 80).
 	LogSigmaMean float64 `json:"log_sigma_mean"`

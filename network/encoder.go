@@ -35,7 +35,18 @@ func gRepeat(c Config) int { return (c.BEmbed + 2) / 3 }
 // dmriFeatures is the width of a dMRI token's input besides the Fourier
 // embedding of b̃: the squashed signal repeated BEmbed times and the
 // b-vector with each component repeated gRepeat times.
-func dmriFeatures(c Config) int { return c.BEmbed + 3*gRepeat(c) }
+func dmriFeatures(c Config) int {
+	w := c.BEmbed + 3*gRepeat(c)
+	if c.TensorFeatures {
+		w += 2 * tensorFeatures
+	}
+	return w
+}
+
+// tensorFeatures is the number of unique entries of a symmetric 3×3
+// matrix, the width of each of the two optional tensor blocks of a dMRI
+// token (Config.TensorFeatures).
+const tensorFeatures = 6
 
 // tokensFor is the number of encoder tokens of an observation with n
 // measurements.
@@ -145,7 +156,10 @@ func gridTokens(y []float64, p int, out []float32) {
 // b̃ = 2·clip(b, 0, MaxB)/MaxB − 1 into bt, and into feat ([N,
 // dmriFeatures]) the soft-squashed signal sigmoid((s − 0.5)/0.5) repeated
 // BEmbed times followed by gx, gy, gz each repeated gRepeat times
-// (reference-spec §3.4).
+// (reference-spec §3.4). With Config.TensorFeatures the row continues with
+// (gx², gy², gz², √2 gx gy, √2 gx gz, √2 gy gz) and the same six values
+// times the signal clipped to [0, 1.5] (all zero for b < 1 s/mm², where the
+// b-vector carries no direction).
 func (n *Net) dmriTokens(d family.Design, s []float64, bt, feat []float32) {
 	c := n.cfg
 	f, rep := dmriFeatures(c), gRepeat(c)
@@ -163,6 +177,28 @@ func (n *Net) dmriTokens(d family.Design, s []float64, bt, feat []float32) {
 				row[c.BEmbed+a*rep+k] = float32(cov[1+a])
 			}
 		}
+		if c.TensorFeatures {
+			tensorTokenFeatures(cov, s[j], row[c.BEmbed+3*rep:])
+		}
+	}
+}
+
+// tensorTokenFeatures writes the 2·tensorFeatures tensor features of one
+// measurement with covariates cov = (b, gx, gy, gz) and signal s into out.
+func tensorTokenFeatures(cov []float64, s float64, out []float32) {
+	gx, gy, gz := cov[1], cov[2], cov[3]
+	if cov[0] < 1 {
+		gx, gy, gz = 0, 0, 0
+	}
+	const r2 = math.Sqrt2
+	gg := [tensorFeatures]float64{gx * gx, gy * gy, gz * gz, r2 * gx * gy, r2 * gx * gz, r2 * gy * gz}
+	sc := min(max(s, 0), 1.5)
+	if math.IsNaN(s) {
+		sc = 0
+	}
+	for k, v := range gg {
+		out[k] = float32(v)
+		out[tensorFeatures+k] = float32(sc * v)
 	}
 }
 

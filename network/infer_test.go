@@ -282,3 +282,41 @@ func TestDMRITokens(t *testing.T) {
 		t.Fatalf("dMRI token input width %d, want 36 (reference-spec §3.4)", f+n.cfg.BEmbed)
 	}
 }
+
+// TestDMRITensorFeatures checks the optional g gᵀ and s·g gᵀ blocks: their
+// quadratic form with any unit vector u reproduces (g·u)² and s·(g·u)²
+// (the √2 scaling makes the six entries an isometry of symmetric
+// matrices), and they vanish for b = 0.
+func TestDMRITensorFeatures(t *testing.T) {
+	cfg := DefaultConfig(nil)
+	cfg.TensorFeatures = true
+	n := newNet(t, "b3s", func(family.Family) Config { return cfg }, 1)
+	d := family.Design{N: 2, CovDim: 4, Cov: []float64{0, 0.6, 0.8, 0, 2000, 0.6, 0, -0.8}}
+	s := []float64{1, 0.4}
+	f := dmriFeatures(n.cfg)
+	if f+n.cfg.BEmbed != 36+12 {
+		t.Fatalf("token width %d, want 48", f+n.cfg.BEmbed)
+	}
+	bt := make([]float32, 2)
+	feat := make([]float32, 2*f)
+	n.dmriTokens(d, s, bt, feat)
+	for k := 24; k < 36; k++ {
+		if feat[k] != 0 {
+			t.Fatalf("b = 0 tensor feature %d = %v, want 0", k-24, feat[k])
+		}
+	}
+	row := feat[f+24 : 2*f]
+	u := [3]float64{0.48, -0.6, 0.64}
+	// ⟨G, u uᵀ⟩ with the same √2 packing equals (g·u)².
+	uu := [6]float64{u[0] * u[0], u[1] * u[1], u[2] * u[2], math.Sqrt2 * u[0] * u[1], math.Sqrt2 * u[0] * u[2], math.Sqrt2 * u[1] * u[2]}
+	var q, qs float64
+	for k := range 6 {
+		q += float64(row[k]) * uu[k]
+		qs += float64(row[6+k]) * uu[k]
+	}
+	gu := 0.6*u[0] - 0.8*u[2]
+	// float32 storage: relative error ≤ 1e-7 per entry.
+	if math.Abs(q-gu*gu) > 1e-6 || math.Abs(qs-0.4*gu*gu) > 1e-6 {
+		t.Fatalf("quadratic forms %v, %v, want %v, %v", q, qs, gu*gu, 0.4*gu*gu)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prismsbi/prism/family"
@@ -176,6 +178,10 @@ var protocolNames = []string{"", "ukb", "hcp", "random", "ukb-random", "hcp-rand
 //	"ukb-mix"    per protocol: UKB-like typical (p=0.5) or random, n=105
 //	"hcp-mix"    per protocol: HCP-like typical (p=0.8) or random, n=297
 //	""           the default training mix = "ukb-mix"
+//	"shell:B:N:Z" single-shell protocols: Z b=0 measurements and N at
+//	             b = B s/mm² along directions drawn uniformly per protocol
+//	             (a clinical HARDI scan; "shell:2500:20:1" is the layout of
+//	             the bundled xa30 example)
 //
 // Any other spec is a file prefix: the fixed design read by ReadFSL from
 // spec+".bval" and spec+".bvec".
@@ -199,9 +205,72 @@ func Designs(spec string) (family.DesignSampler, error) {
 	case "hcp-mix":
 		return &Protocol{Name: "hcp-mix", Typical: HCPDesign(), PTypical: HCPTypicalProb, BMax: RandomBMax, Keep: DropoutKeep}, nil
 	}
+	if rest, ok := strings.CutPrefix(spec, "shell:"); ok {
+		return parseShell(spec, rest)
+	}
 	d, err := ReadFSL(spec+".bval", spec+".bvec")
 	if err != nil {
 		return nil, fmt.Errorf("dmri: protocol %q is neither one of %q nor a readable FSL prefix: %w", spec, protocolNames[1:], err)
 	}
 	return family.FixedDesign(d), nil
+}
+
+// Shell draws single-shell protocols: Zeros b=0 measurements followed by N
+// measurements at b = B along independent uniformly distributed directions
+// (normalised standard-normal vectors), new directions for every protocol.
+// The b=0 measurements carry direction (1, 0, 0), which the b=0 signal does
+// not depend on.
+type Shell struct {
+	B        float64 // shell b-value, s/mm²
+	N, Zeros int
+}
+
+func parseShell(spec, rest string) (*Shell, error) {
+	parts := strings.Split(rest, ":")
+	bad := func(why string) error {
+		return fmt.Errorf("dmri: protocol %q: %s (want shell:B:N:Z, e.g. shell:2500:20:1)", spec, why)
+	}
+	if len(parts) != 3 {
+		return nil, bad("need three fields")
+	}
+	b, err := strconv.ParseFloat(parts[0], 64)
+	if err != nil || !(b > 0 && b <= 1e5) {
+		return nil, bad("b-value must be a number in (0, 100000] s/mm²")
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil || n < 1 {
+		return nil, bad("N must be a positive integer")
+	}
+	z, err := strconv.Atoi(parts[2])
+	if err != nil || z < 0 {
+		return nil, bad("Z must be a non-negative integer")
+	}
+	return &Shell{B: b, N: n, Zeros: z}, nil
+}
+
+// SampleDesign implements family.DesignSampler.
+func (s *Shell) SampleDesign(r *rand.Rand) family.Design {
+	return s.SampleDesignInto(r, make([]float64, s.CovLen()))
+}
+
+// CovLen implements family.DesignSamplerInto.
+func (s *Shell) CovLen() int { return 4 * (s.N + s.Zeros) }
+
+// SampleDesignInto implements family.DesignSamplerInto.
+func (s *Shell) SampleDesignInto(r *rand.Rand, buf []float64) family.Design {
+	n := s.N + s.Zeros
+	cov := buf[:4*n]
+	for j := range s.Zeros {
+		cov[4*j], cov[4*j+1], cov[4*j+2], cov[4*j+3] = 0, 1, 0, 0
+	}
+	for j := s.Zeros; j < n; j++ {
+		var g [3]float64
+		nrm := 0.0
+		for nrm < 1e-12 {
+			g = [3]float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64()}
+			nrm = math.Sqrt(dot(g, g))
+		}
+		cov[4*j], cov[4*j+1], cov[4*j+2], cov[4*j+3] = s.B, g[0]/nrm, g[1]/nrm, g[2]/nrm
+	}
+	return family.Design{N: n, CovDim: 4, Cov: cov, Name: fmt.Sprintf("shell:%g:%d:%d", s.B, s.N, s.Zeros)}
 }
