@@ -22,14 +22,14 @@ import (
 
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
-	"github.com/prismsbi/prism/posterior"
 )
 
 // fitRunSettings are the settings recorded in run.json (and, without the
 // batch size and paths, in the key of the resumable state).
 type fitRunSettings struct {
 	dmri.FitSettings
-	Checkpoint    string `json:"checkpoint"`
+	Checkpoint    string `json:"checkpoint,omitempty"`
+	Model         string `json:"model,omitempty"`
 	Family        string `json:"family"`
 	WeightsSHA    string `json:"weights_sha256"`
 	Models        int    `json:"models"`
@@ -53,10 +53,10 @@ type fitStateKey struct {
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	def := dmri.DefaultFitSettings()
-	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] --checkpoint DIR --out DIR [--lambda L] [--samples N]", stderr)
+	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] (--checkpoint DIR | --model NAME) --out DIR [--lambda L] [--samples N]", stderr)
 	var files dmri.ScanFiles
 	scanFileFlags(fs, &files)
-	ckpt := fs.String("checkpoint", "", "trained network of a ball-and-sticks family (b3s): `prism train` output folder or weights file")
+	net := addNetFlags(fs, "trained network of a ball-and-sticks family (b3s)")
 	out := fs.String("out", "", "output folder (BedpostX layout, prism maps, run.json)")
 	s := def
 	fs.Float64Var(&s.Lambda, "lambda", def.Lambda, "model-prior parameter λ of q(M | x, λ)")
@@ -74,13 +74,16 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *ckpt == "" || *out == "" {
-		return errors.New("--dwi, --bval, --bvec, --checkpoint and --out are required")
+	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *out == "" {
+		return errors.New("--dwi, --bval, --bvec and --out are required")
+	}
+	if !net.given() {
+		return errNoNetwork
 	}
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", *ckpt}} {
+	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", *net.checkpoint}} {
 		if f.path == "" {
 			continue
 		}
@@ -100,13 +103,13 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
 	}
 	ckStart := time.Now()
-	post, err := posterior.Load(*ckpt)
+	post, err := net.load()
 	if err != nil {
-		return fmt.Errorf("--checkpoint: %w", err)
+		return err
 	}
 	fitter, err := dmri.NewFitter(post, s)
 	if err != nil {
-		return fmt.Errorf("--checkpoint %s: %w", *ckpt, err)
+		return fmt.Errorf("%s: %w", net.source(), err)
 	}
 	weights := dmri.WeightsHash(post)
 	ckTime := time.Since(ckStart).Seconds()
@@ -128,7 +131,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 
 	info := dmri.NewRunInfo("prism dmri fit", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
-	info.Settings = fitRunSettings{FitSettings: s, Checkpoint: *ckpt, Family: post.Family().Name(), WeightsSHA: weights,
+	info.Settings = fitRunSettings{FitSettings: s, Checkpoint: *net.checkpoint, Model: *net.model, Family: post.Family().Name(), WeightsSHA: weights,
 		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxels: resumed}
 	info.Workers = runtime.GOMAXPROCS(0)
 	info.Timings["load"] = loadTime

@@ -16,8 +16,8 @@ func init() {
 }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("eval", "--checkpoint DIR --n N --seed S --out DIR [--lambda L|random]", stderr)
-	checkpoint := fs.String("checkpoint", "", "trained network: a 'prism train' output directory (EMA weights) or a weights file")
+	fs := newFlagSet("eval", "(--checkpoint DIR | --model NAME) --n N --seed S --out DIR [--lambda L|random]", stderr)
+	net := addNetFlags(fs, "trained network")
 	n := fs.Int("n", 1000, "test observations for SBC and classification")
 	seed := fs.Uint64("seed", 1, "random seed of the test data and of every sampler; the same seed gives the same report")
 	out := fs.String("out", "", "output directory (report.json, summary.csv, PNG figures)")
@@ -38,8 +38,11 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *checkpoint == "" || *out == "" {
-		return errors.New("--checkpoint and --out are required")
+	if !net.given() {
+		return errNoNetwork
+	}
+	if *out == "" {
+		return errors.New("--out is required")
 	}
 	lam := math.NaN()
 	if *lambda != "random" {
@@ -53,9 +56,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		*ksdObs < 0 || *isObs < 0 || *predObs < 0 || *classModels < 0 || *classModels == 1 {
 		return errors.New("need --n ≥ 2, --mask-samples ≥ 1, --theta-samples ≥ 2, --is-samples ≥ 2, --subset ≥ 1, --steps ≥ 1, non-negative observation counts, --class-models 0 or ≥ 2")
 	}
-	p, err := posterior.Load(*checkpoint)
+	p, err := net.load()
 	if err != nil {
-		return fmt.Errorf("--checkpoint: %w", err)
+		return err
 	}
 	cfg := eval.Config{N: *n, Seed: *seed, Lambda: lam, MaskSamples: *maskS, ThetaSamples: *thetaS,
 		KSDObs: *ksdObs, ISObs: *isObs, ISSamples: *isS, Subset: *subset, ClassModels: *classModels,

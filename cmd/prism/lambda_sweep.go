@@ -22,7 +22,7 @@ func init() {
 const maxSweepModels = 6
 
 func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("lambda-sweep", "--checkpoint DIR (--obs FILE | --from-simulate FILE.jsonl) [--lambdas L1,L2,…] [--models N] [--top K] [--plot DIR]", stderr)
+	fs := newFlagSet("lambda-sweep", "(--checkpoint DIR | --model NAME) (--obs FILE | --from-simulate FILE.jsonl) [--lambdas L1,L2,…] [--models N] [--top K] [--plot DIR]", stderr)
 	of := addObsFlags(fs)
 	grid := fs.String("lambdas", "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", "comma-separated λ grid")
 	models := fs.Int("models", 500, "masks drawn from q(M | x, λ) per observation and λ")

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("predict", "--checkpoint DIR (--obs FILE | --from-simulate FILE.jsonl) [--lambda L] [--local MASK] [--samples N] [--noise] [--plot DIR]", stderr)
+	fs := newFlagSet("predict", "(--checkpoint DIR | --model NAME) (--obs FILE | --from-simulate FILE.jsonl) [--lambda L] [--local MASK] [--samples N] [--noise] [--plot DIR]", stderr)
 	of := addObsFlags(fs)
 	lambda := fs.Float64("lambda", 0.5, "complexity knob λ ∈ [0, 1] of the model posterior (global predictive)")
 	local := fs.String("local", "", "fix the model (0/1 mask string): local predictive; default: model-averaged over q(M | x, λ)")

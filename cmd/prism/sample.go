@@ -24,24 +24,25 @@ func init() {
 
 // obsFlags are the flags shared by the posterior commands.
 type obsFlags struct {
-	checkpoint, obs, fromSim, bval, bvec, protocol, plotDir *string
-	seed                                                    *uint64
-	steps                                                   *int
-	solver                                                  *string
+	net                                         *netFlags
+	obs, fromSim, bval, bvec, protocol, plotDir *string
+	seed                                        *uint64
+	steps                                       *int
+	solver                                      *string
 }
 
 func addObsFlags(fs *flag.FlagSet) *obsFlags {
 	return &obsFlags{
-		checkpoint: fs.String("checkpoint", "", "trained network: a `prism train` output directory (EMA weights) or a weights file"),
-		obs:        fs.String("obs", "", "observations: JSON lines ({\"x\":[…]} per line, optional \"bvals\"/\"bvecs\") or CSV (one observation per row)"),
-		fromSim:    fs.String("from-simulate", "", "observations from a `prism simulate` file (JSON lines; the true mask is reported alongside)"),
-		bval:       fs.String("bval", "", "FSL b-value file for observations without their own table (dMRI; with --bvec)"),
-		bvec:       fs.String("bvec", "", "FSL b-vector file (dMRI; with --bval)"),
-		protocol:   fs.String("protocol", "", "fixed design by name for observations without their own table (dMRI: ukb, hcp, or an FSL PREFIX)"),
-		plotDir:    fs.String("plot", "", "also write PNG figures into this directory"),
-		seed:       fs.Uint64("seed", 1, "random seed; the same seed gives identical output"),
-		steps:      fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler"),
-		solver:     fs.String("solver", "ab2", "ODE solver: ab2 (one network evaluation per step) or heun (two)"),
+		net:      addNetFlags(fs, "trained network"),
+		obs:      fs.String("obs", "", "observations: JSON lines ({\"x\":[…]} per line, optional \"bvals\"/\"bvecs\") or CSV (one observation per row)"),
+		fromSim:  fs.String("from-simulate", "", "observations from a `prism simulate` file (JSON lines; the true mask is reported alongside)"),
+		bval:     fs.String("bval", "", "FSL b-value file for observations without their own table (dMRI; with --bvec)"),
+		bvec:     fs.String("bvec", "", "FSL b-vector file (dMRI; with --bval)"),
+		protocol: fs.String("protocol", "", "fixed design by name for observations without their own table (dMRI: ukb, hcp, or an FSL PREFIX)"),
+		plotDir:  fs.String("plot", "", "also write PNG figures into this directory"),
+		seed:     fs.Uint64("seed", 1, "random seed; the same seed gives identical output"),
+		steps:    fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler"),
+		solver:   fs.String("solver", "ab2", "ODE solver: ab2 (one network evaluation per step) or heun (two)"),
 	}
 }
 
@@ -62,10 +63,10 @@ type jsonObs struct {
 	Theta family.Params `json:"theta"`
 }
 
-// load reads the checkpoint and the observations.
+// load reads the network and the observations.
 func (o *obsFlags) load() (*posterior.Posterior, []input, error) {
-	if *o.checkpoint == "" {
-		return nil, nil, errors.New("--checkpoint is required")
+	if !o.net.given() {
+		return nil, nil, errNoNetwork
 	}
 	if (*o.obs == "") == (*o.fromSim == "") {
 		return nil, nil, errors.New("give the observations with exactly one of --obs and --from-simulate")
@@ -76,9 +77,9 @@ func (o *obsFlags) load() (*posterior.Posterior, []input, error) {
 	if _, err := posterior.ParseSolver(*o.solver); err != nil {
 		return nil, nil, fmt.Errorf("--solver: %w", err)
 	}
-	p, err := posterior.Load(*o.checkpoint)
+	p, err := o.net.load()
 	if err != nil {
-		return nil, nil, fmt.Errorf("--checkpoint: %w", err)
+		return nil, nil, err
 	}
 	f := p.Family()
 	var def *family.Design
@@ -281,7 +282,7 @@ func writeJSONLines(w io.Writer, vals []any) error {
 const maxPlots = 20
 
 func runSample(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sample", "--checkpoint DIR (--obs FILE | --from-simulate FILE.jsonl) [--lambda L] [--models N] [--params N] [--plot DIR]", stderr)
+	fs := newFlagSet("sample", "(--checkpoint DIR | --model NAME) (--obs FILE | --from-simulate FILE.jsonl) [--lambda L] [--models N] [--params N] [--plot DIR]", stderr)
 	of := addObsFlags(fs)
 	lambda := fs.Float64("lambda", 0.5, "complexity knob λ ∈ [0, 1] of the model prior")
 	models := fs.Int("models", 1000, "masks drawn from q(M | x, λ) per observation (distinct ones are reported, ranked by log q)")

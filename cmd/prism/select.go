@@ -19,7 +19,7 @@ func init() {
 }
 
 func runSelect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("select", "--checkpoint DIR (--obs FILE | --from-simulate FILE.jsonl) --lambda L (--candidates FILE | --discover N [--subspace K]) [--top K] [--plot DIR]", stderr)
+	fs := newFlagSet("select", "(--checkpoint DIR | --model NAME) (--obs FILE | --from-simulate FILE.jsonl) --lambda L (--candidates FILE | --discover N [--subspace K]) [--top K] [--plot DIR]", stderr)
 	of := addObsFlags(fs)
 	lambda := fs.Float64("lambda", math.NaN(), "complexity knob λ ∈ [0, 1] of the model prior (required; the value under which the prior is uniform depends on the family)")
 	candidates := fs.String("candidates", "", "file of candidate masks, one 0/1 string per line: exact ranking within them (paper App. B.3 procedure (i))")

@@ -1,0 +1,283 @@
+// Package models holds the trained PRISM networks that ship with prism,
+// compiled into the binary with go:embed, so that `--model b3s` or
+// `--model symbolic-k15` works without a checkpoint directory.
+//
+// Each model is a weights file (docs/checkpoint-format.md: kind "weights",
+// the EMA parameters under their bare names, the training configuration in
+// the prism.config metadata) named NAME.safetensors in this directory.
+// Export writes such a file from a `prism train` output directory; how the
+// shipped files were trained and exported is in models/README.md. Info
+// reports what a file holds (family, steps, configuration, the command that
+// trains it, SHA-256), read from the embedded bytes themselves, so it
+// cannot drift from the weights.
+package models
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prismsbi/prism/engine/safetensors"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/atomicfile"
+	"github.com/prismsbi/prism/network"
+	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/train"
+)
+
+//go:embed *.safetensors
+var files embed.FS
+
+// Ext is the file extension of a shipped model.
+const Ext = ".safetensors"
+
+// Info describes one shipped model.
+type Info struct {
+	// Name is the model's name for --model (the file name without Ext).
+	Name string `json:"name"`
+	// Family is the model family the network was trained for.
+	Family string `json:"family"`
+	// Step is the number of optimiser steps of the training run.
+	Step int64 `json:"step"`
+	// Weights says which weights the file holds ("ema").
+	Weights string `json:"weights"`
+	// Config is the training configuration (network, optimiser, batch,
+	// designs, seed) the file records.
+	Config train.Config `json:"config"`
+	// Train is the command that trained the network (the configuration's
+	// time or step limit), and Reproduce the one that trains exactly
+	// Step steps with the same configuration and seed.
+	Train     string `json:"train_command"`
+	Reproduce string `json:"reproduce_command"`
+	// SHA256 is the hex SHA-256 of the file; Bytes its size.
+	SHA256 string `json:"sha256"`
+	Bytes  int    `json:"bytes"`
+	// Params is the number of network parameter values.
+	Params int `json:"params"`
+}
+
+// entry is one embedded model, parsed on first use.
+type entry struct {
+	file string
+	once sync.Once
+	info Info
+	data []byte
+	err  error
+}
+
+// parsed reads and describes the embedded file once.
+func (e *entry) parsed() error {
+	e.once.Do(func() {
+		data, err := files.ReadFile(e.file)
+		if err != nil {
+			e.err = fmt.Errorf("models: %w", err)
+			return
+		}
+		info, err := Describe(strings.TrimSuffix(e.file, Ext), data)
+		if err != nil {
+			e.err = fmt.Errorf("models: embedded %s: %w", e.file, err)
+			return
+		}
+		e.info, e.data = info, data
+	})
+	return e.err
+}
+
+// entries maps the names of the embedded files to their entries.
+var entries = func() map[string]*entry {
+	des, err := fs.ReadDir(files, ".")
+	if err != nil {
+		panic("models: reading the embedded directory: " + err.Error())
+	}
+	m := map[string]*entry{}
+	for _, de := range des {
+		if name, ok := strings.CutSuffix(de.Name(), Ext); ok {
+			m[name] = &entry{file: de.Name()}
+		}
+	}
+	return m
+}()
+
+// Names returns the names of the shipped models, sorted.
+func Names() []string {
+	names := make([]string, 0, len(entries))
+	for n := range entries {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// lookup returns the parsed entry of name, or an error listing the names.
+func lookup(name string) (*entry, error) {
+	e, ok := entries[name]
+	if !ok {
+		return nil, fmt.Errorf("models: no shipped model %q (shipped: %s)", name, strings.Join(Names(), ", "))
+	}
+	if err := e.parsed(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Lookup returns the description of the shipped model name.
+func Lookup(name string) (Info, error) {
+	e, err := lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	return e.info, nil
+}
+
+// Weights returns the bytes of the shipped model's weights file (a copy).
+func Weights(name string) ([]byte, error) {
+	e, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(e.data), nil
+}
+
+// Open builds the posterior of the shipped model name from the embedded
+// weights (no file is read or written).
+func Open(name string) (*posterior.Posterior, error) {
+	e, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	net, err := decodeNet(e.data)
+	if err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	return posterior.New(net), nil
+}
+
+// header is the part of a weights file's metadata that Describe and
+// decodeNet need.
+type header struct {
+	cfg     train.Config
+	step    int64
+	weights string
+	tensors []safetensors.Tensor
+}
+
+// parse decodes a weights file held in data and checks its metadata as
+// posterior.LoadWeightsFile does.
+func parse(data []byte) (*header, error) {
+	ts, meta, err := safetensors.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if v := meta["prism.format_version"]; v != "1" {
+		return nil, fmt.Errorf("unknown prism.format_version %q", v)
+	}
+	if k := meta["prism.kind"]; k != "weights" {
+		return nil, fmt.Errorf("prism.kind is %q, want \"weights\"", k)
+	}
+	h := &header{weights: meta["prism.weights"], tensors: ts}
+	if err := json.Unmarshal([]byte(meta["prism.config"]), &h.cfg); err != nil {
+		return nil, fmt.Errorf("prism.config: %w", err)
+	}
+	if s := meta["prism.step"]; s != "" {
+		if h.step, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return nil, fmt.Errorf("prism.step %q: %w", s, err)
+		}
+	}
+	if f := meta["prism.family"]; f != "" && f != h.cfg.Family {
+		return nil, fmt.Errorf("prism.family %q disagrees with the configuration's family %q", f, h.cfg.Family)
+	}
+	return h, nil
+}
+
+// decodeNet builds the network of a weights file held in data.
+func decodeNet(data []byte) (*network.Net, error) {
+	h, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	f, err := family.Lookup(h.cfg.Family)
+	if err != nil {
+		return nil, err
+	}
+	net, err := network.New(f, h.cfg.Network, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := net.Params().Assign(h.tensors, ""); err != nil {
+		return nil, err
+	}
+	return net, nil
+}
+
+// Describe returns the Info of a weights file held in data, to be shipped
+// under name.
+func Describe(name string, data []byte) (Info, error) {
+	h, err := parse(data)
+	if err != nil {
+		return Info{}, err
+	}
+	sum := sha256.Sum256(data)
+	info := Info{Name: name, Family: h.cfg.Family, Step: h.step, Weights: h.weights, Config: h.cfg,
+		SHA256: hex.EncodeToString(sum[:]), Bytes: len(data)}
+	for _, t := range h.tensors {
+		info.Params += len(t.Data)
+	}
+	limit := fmt.Sprintf("--steps %d", h.cfg.Steps)
+	if h.cfg.Steps == 0 || h.cfg.Minutes > 0 {
+		limit = fmt.Sprintf("--minutes %g", h.cfg.Minutes)
+	}
+	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml %s --out runs/%s", name, limit, name)
+	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d --out runs/%s", name, h.step, name)
+	return info, nil
+}
+
+// Export writes the EMA weights of the committed checkpoint of a
+// `prism train` output directory (its ema.safetensors) to path as a
+// weights file, after checking that it builds a network, and returns its
+// Info under the name path's base name without Ext. The file is
+// byte-identical to the checkpoint's ema.safetensors. A checkpoint
+// committed by a still running training between reading LATEST and the
+// file is handled by reading LATEST again.
+func Export(checkpointDir, path string) (Info, error) {
+	var data []byte
+	for attempt := 0; ; attempt++ {
+		name := train.LatestCheckpoint(checkpointDir)
+		if name == "" {
+			return Info{}, fmt.Errorf("models: export: %s holds no committed checkpoint (no %s file)", checkpointDir, train.LatestFile)
+		}
+		var err error
+		data, err = os.ReadFile(filepath.Join(checkpointDir, name, train.EMAFile))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
+			return Info{}, fmt.Errorf("models: export: %w", err)
+		}
+	}
+	base := strings.TrimSuffix(filepath.Base(path), Ext)
+	info, err := Describe(base, data)
+	if err != nil {
+		return Info{}, fmt.Errorf("models: export %s: %w", checkpointDir, err)
+	}
+	if info.Weights != "ema" {
+		return Info{}, fmt.Errorf("models: export %s: the weights file holds %q weights, want \"ema\"", checkpointDir, info.Weights)
+	}
+	if _, err := decodeNet(data); err != nil {
+		return Info{}, fmt.Errorf("models: export %s: %w", checkpointDir, err)
+	}
+	if err := atomicfile.WriteBytes(path, data); err != nil {
+		return Info{}, fmt.Errorf("models: export: %w", err)
+	}
+	return info, nil
+}
