@@ -212,3 +212,47 @@ func (g *Graph) Attend(c *KVCache, q *Tensor, offQ int) *Tensor {
 	kernels.AttentionForward(s, q.Data[offQ:], c.K, c.V, Mask{Allow: allow}, out.Data, nil)
 	return out
 }
+
+// Segment is a run of consecutive batch rows of a query tensor that attend
+// to one observation's keys and values: rows [Row, Row+Rows) use
+// observation Obs (see CrossAttentionSegments).
+type Segment struct {
+	Row, Rows, Obs int
+}
+
+// CrossAttentionSegments is CrossAttention for rows that do not come in
+// equal groups per observation: q [B, Tq, H·Dh], kv [Be, Tk, 2·H·Dh], and
+// each segment's rows attend to kv[Obs]. The segments must cover the B
+// rows in order. All queries of a segment attend independently to the same
+// keys, so a segment runs as one attention call with Rows·Tq queries. It
+// is an inference op: q and kv must not require gradients.
+func (g *Graph) CrossAttentionSegments(q, kv *Tensor, heads int, segs []Segment) *Tensor {
+	if q.Rank() != 3 || kv.Rank() != 3 || kv.Shape[2] != 2*q.Shape[2] {
+		panic(fmt.Sprintf("engine: CrossAttentionSegments of q %v with kv %v: want kv [Be, Tk, 2·%d]", q.Shape, kv.Shape, q.Cols()))
+	}
+	if q.requiresGrad || kv.requiresGrad {
+		panic("engine: CrossAttentionSegments is inference-only (no backward)")
+	}
+	b, tq, w := q.Shape[0], q.Shape[1], q.Shape[2]
+	be, tk := kv.Shape[0], kv.Shape[1]
+	if heads <= 0 || w%heads != 0 {
+		panic(fmt.Sprintf("engine: attention width %d not divisible into %d heads", w, heads))
+	}
+	next := 0
+	for _, s := range segs {
+		if s.Row != next || s.Rows <= 0 || s.Obs < 0 || s.Obs >= be {
+			panic(fmt.Sprintf("engine: CrossAttentionSegments segment %+v (next row %d, %d observations)", s, next, be))
+		}
+		next += s.Rows
+	}
+	if next != b {
+		panic(fmt.Sprintf("engine: CrossAttentionSegments segments cover %d of %d rows", next, b))
+	}
+	out := g.newTensor(false, b, tq, w)
+	for _, s := range segs {
+		sh := kernels.AttnShape{B: 1, Tq: s.Rows * tq, Tk: tk, H: heads, Dh: w / heads, LdQ: w, LdK: 2 * w, LdV: 2 * w, LdO: w}
+		kvo := s.Obs * tk * 2 * w
+		kernels.AttentionForward(sh, q.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], kv.Data[kvo:kvo+tk*2*w], kv.Data[kvo+w:kvo+tk*2*w], Mask{}, out.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], nil)
+	}
+	return out
+}

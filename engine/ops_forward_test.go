@@ -423,3 +423,30 @@ func TestSubForward(t *testing.T) {
 	d := g.Sub(g.Input([]float32{5, 7, 9, 11}, 2, 2), g.Input([]float32{1, 2}, 2))
 	assertClose(t, "Sub", d.Data, []float64{4, 5, 8, 9}, 0)
 }
+
+// TestCrossAttentionSegments checks segmented cross-attention against the
+// naive reference: rows of unequal segments attend to their observation's
+// keys and values (float32 sums: fwdTol as for the other attention ops).
+func TestCrossAttentionSegments(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 1))
+	const be, tq, tk, heads, w = 3, 3, 5, 2, 8
+	segs := []Segment{{Row: 0, Rows: 2, Obs: 1}, {Row: 2, Rows: 1, Obs: 0}, {Row: 3, Rows: 3, Obs: 1}, {Row: 6, Rows: 1, Obs: 2}}
+	const b = 7
+	obsOf := []int{1, 1, 0, 1, 1, 1, 2}
+	qd := randData(r, b*tq*w)
+	kvd := randData(r, be*tk*2*w)
+	want := naiveAttention(b, tq, tk, heads, w,
+		func(s, i, c int) float64 { return float64(qd[(s*tq+i)*w+c]) },
+		func(s, j, c int) float64 { return float64(kvd[(obsOf[s]*tk+j)*2*w+c]) },
+		func(s, j, c int) float64 { return float64(kvd[(obsOf[s]*tk+j)*2*w+w+c]) },
+		func(int, int, int) bool { return true })
+	g := NewInferenceGraph()
+	got := g.CrossAttentionSegments(g.Input(qd, b, tq, w), g.Input(kvd, be, tk, 2*w), heads, segs)
+	assertClose(t, "CrossAttentionSegments", got.Data, want, fwdTol)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("segments with a gap did not panic")
+		}
+	}()
+	g.CrossAttentionSegments(g.Input(qd, b, tq, w), g.Input(kvd, be, tk, 2*w), heads, segs[1:])
+}

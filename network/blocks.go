@@ -138,7 +138,14 @@ const crossBlock = 256
 // one block that is 3.6 MB per head: a malloc that page-faults on every
 // call and a matrix that falls out of cache. Blocks of a few hundred
 // queries keep it in L2.
-func cross(g *engine.Graph, q, kv *engine.Tensor, heads int) *engine.Tensor {
+//
+// With segs non-nil, rows need not come in equal groups per observation:
+// each segment's rows attend to its observation (inference only; see
+// engine.CrossAttentionSegments).
+func cross(g *engine.Graph, q, kv *engine.Tensor, heads int, segs []engine.Segment) *engine.Tensor {
+	if segs != nil {
+		return g.CrossAttentionSegments(q, kv, heads, segs)
+	}
 	b, tq, w := q.Shape[0], q.Shape[1], q.Shape[2]
 	be, tk := kv.Shape[0], kv.Shape[1]
 	if be == b {
@@ -183,7 +190,7 @@ func modulate(g *engine.Graph, x, gamma, beta, s, c *engine.Tensor) *engine.Tens
 // forward is one block on x [B, T, D] under the self-attention mask; mods
 // are (s₁, c₁, s₃, c₃) or nil (encoder); kv the block's cross-attention
 // keys/values or nil (encoder).
-func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*engine.Tensor, kv *engine.Tensor, mask engine.Mask) *engine.Tensor {
+func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*engine.Tensor, kv *engine.Tensor, mask engine.Mask, segs []engine.Segment) *engine.Tensor {
 	var h *engine.Tensor
 	if mods != nil {
 		h = modulate(g, x, b.ln1g, b.ln1b, mods[0], mods[1])
@@ -193,15 +200,15 @@ func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*en
 	a := g.SelfAttention(g.Linear(h, b.wqkv, b.bqkv), heads, mask)
 	x = g.Add(x, g.Linear(a, b.wo, b.bo))
 	if kv != nil {
-		x = b.crossResidual(g, heads, x, kv)
+		x = b.crossResidual(g, heads, x, kv, segs)
 	}
 	return b.mlpResidual(g, x, mods)
 }
 
 // crossResidual is x + Wco·CrossAttn(Wq·LN₂(x), kv).
-func (b *block) crossResidual(g *engine.Graph, heads int, x, kv *engine.Tensor) *engine.Tensor {
+func (b *block) crossResidual(g *engine.Graph, heads int, x, kv *engine.Tensor, segs []engine.Segment) *engine.Tensor {
 	q := g.Linear(g.LayerNorm(x, b.ln2g, b.ln2b), b.wq, b.bq)
-	return g.Add(x, g.Linear(cross(g, q, kv, heads), b.wco, b.bco))
+	return g.Add(x, g.Linear(cross(g, q, kv, heads, segs), b.wco, b.bco))
 }
 
 // mlpResidual is x + W₂·GELU(W₁·AdaLN₃(LN₃(x))).
@@ -217,10 +224,11 @@ func (b *block) mlpResidual(g *engine.Graph, x *engine.Tensor, mods []*engine.Te
 
 // decode runs the decoder's blocks on x [B, T, D] with modulations mods,
 // cross-attention keys/values kv and self-attention mask, and returns the
-// final LayerNorm of the result.
-func (dec *decoder) decode(g *engine.Graph, heads int, x *engine.Tensor, mods, kv []*engine.Tensor, mask engine.Mask) *engine.Tensor {
+// final LayerNorm of the result; segs (nil for the usual equal groups of
+// rows per observation) is passed to cross.
+func (dec *decoder) decode(g *engine.Graph, heads int, x *engine.Tensor, mods, kv []*engine.Tensor, mask engine.Mask, segs []engine.Segment) *engine.Tensor {
 	for i := range dec.blocks {
-		x = dec.blocks[i].forward(g, heads, x, mods[4*i:4*i+4], kv[i], mask)
+		x = dec.blocks[i].forward(g, heads, x, mods[4*i:4*i+4], kv[i], mask, segs)
 	}
 	return g.LayerNorm(x, dec.lng, dec.lnb)
 }

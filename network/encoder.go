@@ -221,7 +221,7 @@ func (n *Net) encode(g *engine.Graph, in *encInput) *engine.Tensor {
 		h = g.Linear(x, n.encW, n.encB)
 	}
 	for i := range n.enc {
-		h = n.enc[i].forward(g, c.Heads, h, nil, nil, engine.Mask{})
+		h = n.enc[i].forward(g, c.Heads, h, nil, nil, engine.Mask{}, nil)
 	}
 	return g.LayerNorm(h, n.encLNg, n.encLNb)
 }

@@ -175,7 +175,7 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 			qkv := g.Linear(h, b.wqkv, b.bqkv)
 			caches[l].Append(qkv, w, qkv, 2*w)
 			x = g.Add(x, g.Linear(g.Attend(caches[l], qkv, 0), b.wo, b.bo))
-			x = b.crossResidual(g, cfg.Heads, x, kv[l])
+			x = b.crossResidual(g, cfg.Heads, x, kv[l], nil)
 			x = b.mlpResidual(g, x, m)
 		}
 		lg := g.Linear(g.LayerNorm(x, n.mdec.lng, n.mdec.lnb), n.mHeadW, n.mHeadB)
@@ -325,4 +325,90 @@ func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, theta
 	thIn := g.Mul(thetaSigma, g.Input(cin, b, 1))
 	f := n.paramForward(g, enc, thIn, g.Input(cnoise, len(cnoise), 1), mask)
 	return g.Add(g.Mul(thetaSigma, g.Input(coefA, b, dm)), g.Mul(f, g.Input(coefB, b, dm))), nil
+}
+
+// DenoiseMasked is Denoise for B rows that share one mask, computed on the
+// mask's active parameter tokens only: the inactive tokens, which nothing
+// attends to (engine.ActivityMask), are left out of the transformer
+// instead of being carried along. rowObs[i] is row i's observation in enc
+// (non-decreasing), so rows need not come in equal groups per observation.
+// The result equals Denoise's up to float32 summation order. It is an
+// inference path: thetaSigma must not require a gradient.
+//
+// cross, if non-nil, holds the parameter decoder's cross-attention keys
+// and values of enc from ParamCross; a sampler that evaluates the same
+// observations at many noise levels computes them once instead of on
+// every call.
+func (n *Net) DenoiseMasked(g *engine.Graph, enc *engine.Tensor, cross *ParamCross, mask []bool, rowObs []int, thetaSigma *engine.Tensor, sigma float64) (*engine.Tensor, error) {
+	dm, t := n.dmax, len(n.tokens)
+	b := len(rowObs)
+	if thetaSigma.Rank() != 2 || thetaSigma.Shape[1] != dm || thetaSigma.Shape[0] != b {
+		return nil, fmt.Errorf("network: DenoiseMasked of θ_σ %v for %d rows, want [%d, %d]", thetaSigma.Shape, b, b, dm)
+	}
+	if len(mask) != n.c {
+		return nil, fmt.Errorf("network: mask has %d entries, want %d", len(mask), n.c)
+	}
+	if !(sigma > 0) {
+		return nil, fmt.Errorf("network: DenoiseMasked at noise level σ = %v (must be positive)", sigma)
+	}
+	if enc.Rank() != 3 {
+		return nil, fmt.Errorf("network: encoder tokens %v, want [Be, Tk, D]", enc.Shape)
+	}
+	var segs []engine.Segment
+	for i, o := range rowObs {
+		if o < 0 || o >= enc.Shape[0] || (i > 0 && o < rowObs[i-1]) {
+			return nil, fmt.Errorf("network: row %d has observation %d (of %d; must be non-decreasing)", i, o, enc.Shape[0])
+		}
+		if i > 0 && o == rowObs[i-1] {
+			segs[len(segs)-1].Rows++
+			continue
+		}
+		segs = append(segs, engine.Segment{Row: i, Rows: 1, Obs: o})
+	}
+	active := make([]bool, dm)
+	n.layout.Active(mask, active)
+	tokActive := make([]bool, t)
+	n.tokenActivity(mask, active, tokActive)
+	sub := make([]int, 0, t)
+	for ti, a := range tokActive {
+		if a {
+			sub = append(sub, ti)
+		}
+	}
+	coefA := make([]float32, dm)
+	coefB := make([]float32, dm)
+	for j, a := range active {
+		if a {
+			coefA[j], coefB[j] = float32(CSkip(sigma)), float32(COut(sigma))
+		} else {
+			coefA[j], coefB[j] = 1, 0
+		}
+	}
+	if len(sub) == 0 { // no parameters: D = θ_σ
+		return g.Mul(thetaSigma, g.Input(coefA, 1, dm)), nil
+	}
+	thIn := g.Scale(thetaSigma, float32(CIn(sigma)))
+	var kv []*engine.Tensor
+	if cross != nil {
+		if cross.enc != enc {
+			return nil, fmt.Errorf("network: DenoiseMasked with cross-attention keys of other encoder tokens")
+		}
+		kv = cross.kv
+	}
+	f := n.paramForwardTokens(g, enc, kv, thIn, g.Input([]float32{float32(CNoise(sigma))}, 1, 1), engine.Mask{}, sub, segs)
+	return g.Add(g.Mul(thetaSigma, g.Input(coefA, 1, dm)), g.Mul(f, g.Input(coefB, 1, dm))), nil
+}
+
+// ParamCross holds the parameter decoder's cross-attention keys and values
+// of a set of encoder tokens (ParamCrossKV).
+type ParamCross struct {
+	enc *engine.Tensor
+	kv  []*engine.Tensor
+}
+
+// ParamCrossKV projects encoder tokens enc [Be, Tk, D] to the keys and
+// values of every parameter-decoder block, on g; the result stays valid as
+// long as g is not reset.
+func (n *Net) ParamCrossKV(g *engine.Graph, enc *engine.Tensor) *ParamCross {
+	return &ParamCross{enc: enc, kv: n.pdec.crossKV(g, enc)}
 }

@@ -89,7 +89,7 @@ type Net struct {
 	causalMask engine.Mask
 
 	mu      sync.Mutex
-	gathers map[int]*gatherIdx // index tables of the parameter tokenizer by batch size
+	gathers map[gatherKey]*gatherIdx // index tables of the parameter tokenizer by batch size and token subset
 	// samplers recycles the mask sampler's graphs, KV caches and group
 	// tables (*samplerState) across calls: a fresh graph re-grows its arena
 	// as the number of prefix groups grows, step after step.
@@ -105,7 +105,7 @@ func New(f family.Family, cfg Config, seed uint64) (*Net, error) {
 	n := &Net{
 		fam: f, cfg: cfg, layout: f.Layout(),
 		store:   engine.NewParamStore(rand.New(rand.NewPCG(seed, 0x9e7))),
-		gathers: map[int]*gatherIdx{},
+		gathers: map[gatherKey]*gatherIdx{},
 	}
 	comps := f.Components()
 	n.c, n.dmax = len(comps), n.layout.DMax

@@ -17,21 +17,49 @@ type gatherIdx struct {
 	out  []int32 // [B, DMax] → row of the [T·B·dPad, 1] output table
 }
 
-// gatherFor returns the index tables for batch size b (cached).
-func (n *Net) gatherFor(b int) *gatherIdx {
+// gatherKey identifies index tables: batch size and token subset (bit i
+// set: token i present; 0 means all tokens).
+type gatherKey struct {
+	b   int
+	sub uint64
+}
+
+// gatherFor returns the index tables for batch size b over all tokens
+// (cached).
+func (n *Net) gatherFor(b int) *gatherIdx { return n.gatherSubset(b, nil) }
+
+// gatherSubset returns the index tables for batch size b over the tokens
+// listed in sub (increasing token indices; nil for all tokens), cached.
+// Latent dimensions of tokens outside sub read the zero row of the output
+// table (index T'·B·dPad, which the caller appends).
+func (n *Net) gatherSubset(b int, sub []int) *gatherIdx {
+	key := gatherKey{b: b}
+	for _, ti := range sub {
+		key.sub |= 1 << uint(ti)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if gi, ok := n.gathers[b]; ok {
+	if gi, ok := n.gathers[key]; ok {
 		return gi
 	}
-	t, dp, dm := len(n.tokens), n.dPad, n.dmax
+	if sub == nil {
+		sub = make([]int, len(n.tokens))
+		for i := range sub {
+			sub[i] = i
+		}
+	}
+	t, dp, dm := len(sub), n.dPad, n.dmax
 	gi := &gatherIdx{
 		in:   make([]int32, t*b*dp),
 		toBT: make([]int32, b*t),
 		toTB: make([]int32, t*b),
 		out:  make([]int32, b*dm),
 	}
-	for ti, tk := range n.tokens {
+	for i := range gi.out {
+		gi.out[i] = int32(t * b * dp) // the zero row
+	}
+	for ti, tki := range sub {
+		tk := n.tokens[tki]
 		for s := range b {
 			for j := range dp {
 				src := b * dm // the zero row
@@ -47,10 +75,10 @@ func (n *Net) gatherFor(b int) *gatherIdx {
 			}
 		}
 	}
-	if len(n.gathers) >= 16 { // bound the cache when callers vary the batch size
+	if len(n.gathers) >= 32 { // bound the cache when callers vary the batch size
 		clear(n.gathers)
 	}
-	n.gathers[b] = gi
+	n.gathers[key] = gi
 	return gi
 }
 
@@ -118,19 +146,47 @@ func (n *Net) tokenWeights(g *engine.Graph) (ids, enc, dec, decB *engine.Tensor)
 // rows) and cross-attention to enc [Be, Tk, D]
 // (B a multiple of Be), and decodes every token back to [B, DMax].
 func (n *Net) paramForward(g *engine.Graph, enc, thIn, cNoise *engine.Tensor, mask engine.Mask) *engine.Tensor {
-	b, t, d, dp, dm := thIn.Shape[0], len(n.tokens), n.cfg.ModelDim, n.dPad, n.dmax
-	gi := n.gatherFor(b)
+	return n.paramForwardTokens(g, enc, nil, thIn, cNoise, mask, nil, nil)
+}
+
+// paramForwardTokens is paramForward over the token subset sub (nil: all
+// tokens; outputs of the other tokens' dimensions are 0) with the rows'
+// observations given by segs (nil: B a multiple of Be in equal groups) and
+// the cross-attention keys and values kv of enc precomputed (nil: computed
+// here).
+func (n *Net) paramForwardTokens(g *engine.Graph, enc *engine.Tensor, kv []*engine.Tensor, thIn, cNoise *engine.Tensor, mask engine.Mask, sub []int, segs []engine.Segment) *engine.Tensor {
+	b, d, dp, dm := thIn.Shape[0], n.cfg.ModelDim, n.dPad, n.dmax
+	t := len(n.tokens)
+	gi := n.gatherSubset(b, sub)
 	ids, wEnc, wDec, bDec := n.tokenWeights(g)
+	if sub != nil {
+		idx := make([]int32, len(sub))
+		for i, ti := range sub {
+			idx[i] = int32(ti)
+		}
+		tt := len(sub)
+		ids = g.Reshape(g.Embedding(g.Reshape(ids, t, d), idx, tt), tt, 1, d)
+		wEnc = g.Reshape(g.Embedding(g.Reshape(wEnc, t, dp*d), idx, tt), tt, dp, d)
+		wDec = g.Reshape(g.Embedding(g.Reshape(wDec, t, d*dp), idx, tt), tt, d, dp)
+		bDec = g.Reshape(g.Embedding(g.Reshape(bDec, t, dp), idx, tt), tt, 1, dp)
+		t = tt
+	}
 	table := g.Concat(0, g.Reshape(thIn, b*dm, 1), g.Zeros(1, 1))
 	vals := g.Reshape(g.Embedding(table, gi.in, t, b, dp), t, b, dp)
 	tok := g.Add(g.MatMul(vals, wEnc, false, false), ids) // [T, B, D]
 	x := g.Embedding(g.Reshape(tok, t*b, d), gi.toBT, b, t)
 	mods := n.pdec.modulations(g, cNoise)
-	kv := n.pdec.crossKV(g, enc)
-	h := n.pdec.decode(g, n.cfg.Heads, x, mods, kv, mask)
+	if kv == nil {
+		kv = n.pdec.crossKV(g, enc)
+	}
+	h := n.pdec.decode(g, n.cfg.Heads, x, mods, kv, mask, segs)
 	hT := g.Embedding(g.Reshape(h, b*t, d), gi.toTB, t, b)
 	o := g.Add(g.MatMul(hT, wDec, false, false), bDec) // [T, B, dPad]
-	return g.Reshape(g.Embedding(g.Reshape(o, t*b*dp, 1), gi.out, b, dm), b, dm)
+	flat := g.Reshape(o, t*b*dp, 1)
+	if sub != nil {
+		flat = g.Concat(0, flat, g.Zeros(1, 1))
+	}
+	return g.Reshape(g.Embedding(flat, gi.out, b, dm), b, dm)
 }
 
 // maskTokens returns the model decoder's position embeddings [C, D]:
@@ -168,6 +224,6 @@ func (n *Net) maskForward(g *engine.Graph, enc, lam *engine.Tensor, bitsIn []int
 	x := g.Add(g.Embedding(n.bit, bitsIn, b, n.c), n.maskTokens(g))
 	mods := n.mdec.modulations(g, lam)
 	kv := n.mdec.crossKV(g, enc)
-	h := n.mdec.decode(g, n.cfg.Heads, x, mods, kv, n.causalMask)
+	h := n.mdec.decode(g, n.cfg.Heads, x, mods, kv, n.causalMask, nil)
 	return g.Linear(h, n.mHeadW, n.mHeadB)
 }

@@ -79,12 +79,24 @@ func TestNetJacobian(t *testing.T) {
 			theta[row*dm+k] = r.NormFloat64()
 		}
 	}
-	den := newNetDenoiser(p.net, enc, rowMasks, active, dm)
+	den := newNetDenoiser(p.net, g, enc, rowMasks, active, dm, 2)
 	const sigma = 0.7
 	d := make([]float64, rows*dm)
 	jac := make([]float64, rows*dm*dm)
 	if err := den.Denoise(theta, sigma, d, jac); err != nil {
 		t.Fatal(err)
+	}
+	// The plain evaluation runs per mask on active tokens only; it must
+	// agree with the full-batch evaluation of the Jacobian path up to
+	// float32 summation order (1e-5 absolute for |D| = O(1)).
+	plain := make([]float64, rows*dm)
+	if err := den.Denoise(theta, sigma, plain, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range d {
+		if math.Abs(plain[i]-d[i]) > 1e-5 {
+			t.Fatalf("plain D[%d] = %v, Jacobian-path D = %v", i, plain[i], d[i])
+		}
 	}
 	const h = 3e-3
 	dp, dn := make([]float64, rows*dm), make([]float64, rows*dm)

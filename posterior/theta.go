@@ -62,7 +62,9 @@ type ThetaSet struct {
 }
 
 // netDenoiser is the network's denoiser for one chunk: Be encoded
-// observations with r rows each.
+// observations with r rows each. Plain evaluations run per distinct mask
+// on that mask's active tokens (network.DenoiseMasked); evaluations with a
+// Jacobian run the whole chunk through network.Denoise.
 type netDenoiser struct {
 	net    *network.Net
 	enc    *engine.Tensor
@@ -72,18 +74,49 @@ type netDenoiser struct {
 	dm     int
 	th     []float32
 	seed   []float32
+	groups []maskGroup
+	cross  *network.ParamCross // cross-attention keys/values of enc, on enc's graph
 	g      *engine.Graph // inference graph for plain evaluations
 	gt     *engine.Graph // training graph for the Jacobian trace
 }
 
-func newNetDenoiser(net *network.Net, enc *engine.Tensor, masks [][]bool, active []bool, dm int) *netDenoiser {
-	d := &netDenoiser{net: net, enc: enc, masks: masks, active: active, dm: dm,
+// maskGroup lists the rows of a chunk that share one mask and their
+// observations (non-decreasing).
+type maskGroup struct {
+	rows, obs []int
+}
+
+// newNetDenoiser evaluates net on the encoder tokens enc (owned by encG,
+// which also receives the cross-attention keys and values) for rows of
+// rowsPerObs masks per observation.
+func newNetDenoiser(net *network.Net, encG *engine.Graph, enc *engine.Tensor, masks [][]bool, active []bool, dm, rowsPerObs int) *netDenoiser {
+	d := &netDenoiser{net: net, enc: enc, cross: net.ParamCrossKV(encG, enc), masks: masks, active: active, dm: dm,
 		th: make([]float32, len(active)), used: make([]bool, dm),
 		g: engine.NewInferenceGraph()}
 	for i, a := range active {
 		if a {
 			d.used[i%dm] = true
 		}
+	}
+	index := map[string]int{}
+	key := make([]byte, 0, 64)
+	for row, m := range masks {
+		key = key[:0]
+		for _, on := range m {
+			if on {
+				key = append(key, 1)
+			} else {
+				key = append(key, 0)
+			}
+		}
+		gi, ok := index[string(key)]
+		if !ok {
+			gi = len(d.groups)
+			index[string(key)] = gi
+			d.groups = append(d.groups, maskGroup{})
+		}
+		d.groups[gi].rows = append(d.groups[gi].rows, row)
+		d.groups[gi].obs = append(d.groups[gi].obs, row/rowsPerObs)
 	}
 	return d
 }
@@ -95,13 +128,22 @@ func (d *netDenoiser) Denoise(theta []float64, sigma float64, out, jac []float64
 	rows := len(d.masks)
 	sig := []float64{sigma}
 	if jac == nil {
-		d.g.Reset()
-		res, err := d.net.Denoise(d.g, d.enc, d.masks, d.g.Input(d.th, rows, d.dm), sig)
-		if err != nil {
-			return fmt.Errorf("posterior: %w", err)
-		}
-		for i, v := range res.Data {
-			out[i] = float64(v)
+		dm := d.dm
+		for _, gr := range d.groups {
+			d.g.Reset()
+			x := d.g.Zeros(len(gr.rows), dm)
+			for a, row := range gr.rows {
+				copy(x.Data[a*dm:(a+1)*dm], d.th[row*dm:(row+1)*dm])
+			}
+			res, err := d.net.DenoiseMasked(d.g, d.enc, d.cross, d.masks[gr.rows[0]], gr.obs, x, sigma)
+			if err != nil {
+				return fmt.Errorf("posterior: %w", err)
+			}
+			for a, row := range gr.rows {
+				for j, v := range res.Data[a*dm : (a+1)*dm] {
+					out[row*dm+j] = float64(v)
+				}
+			}
 		}
 		return nil
 	}
@@ -242,7 +284,7 @@ func (p *Posterior) thetaJob(obs []Observation, masks [][][]bool, given [][][]fl
 					}
 				}
 			}
-			var den Denoiser = newNetDenoiser(p.net, enc, rowMasks, active, dm)
+			var den Denoiser = newNetDenoiser(p.net, encG, enc, rowMasks, active, dm, r)
 			if p.denoiserHook != nil {
 				rowObs := make([]int, rows)
 				for a, i := range ch.idx {
