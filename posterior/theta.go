@@ -76,8 +76,8 @@ type netDenoiser struct {
 	seed   []float32
 	groups []maskGroup
 	cross  *network.ParamCross // cross-attention keys/values of enc, on enc's graph
-	g      *engine.Graph // inference graph for plain evaluations
-	gt     *engine.Graph // training graph for the Jacobian trace
+	g      *engine.Graph       // inference graph for plain evaluations
+	gt     *engine.Graph       // training graph for the Jacobian trace
 }
 
 // maskGroup lists the rows of a chunk that share one mask and their
