@@ -30,6 +30,14 @@ const (
 	// Heun is Heun's second-order method (EDM's sampler): two denoiser
 	// evaluations per step.
 	Heun
+	// DPM2M is the multistep DPM-Solver++(2M) (Lu et al. 2022) in EDM
+	// form: with ρ = σ_{n+1}/σ_n, h_n = ln(σ_n/σ_{n+1}) and r = h_{n−1}/h_n,
+	//	θ_{n+1} = ρ·θ_n + (1 − ρ)·((1 + 1/(2r))·D_n − 1/(2r)·D_{n−1}),
+	// Euler-exact in the linear part (θ_{n+1} = ρθ_n + (1−ρ)D_n on the
+	// first step). One denoiser evaluation per step; it reaches AB2's
+	// accuracy with fewer steps because the θ/σ term is integrated
+	// exactly.
+	DPM2M
 )
 
 func (s Solver) String() string {
@@ -38,18 +46,20 @@ func (s Solver) String() string {
 		return "ab2"
 	case Heun:
 		return "heun"
+	case DPM2M:
+		return "dpm2m"
 	}
 	return fmt.Sprintf("Solver(%d)", int(s))
 }
 
-// ParseSolver returns the solver named "ab2" or "heun".
+// ParseSolver returns the solver named "ab2", "heun" or "dpm2m".
 func ParseSolver(name string) (Solver, error) {
-	for _, s := range []Solver{AB2, Heun} {
+	for _, s := range []Solver{AB2, Heun, DPM2M} {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("posterior: unknown solver %q (want ab2 or heun)", name)
+	return 0, fmt.Errorf("posterior: unknown solver %q (want ab2, heun or dpm2m)", name)
 }
 
 // Evaluations returns the number of denoiser evaluations the solver
@@ -182,6 +192,10 @@ func Flow(den Denoiser, solver Solver, sigmas, theta []float64, active []bool, d
 			}
 		}
 	}
+	var dPrev []float64 // DPM2M: D_{n−1} on active dimensions
+	if solver == DPM2M {
+		dPrev = make([]float64, n)
+	}
 	var th2, f2, fj2 []float64
 	if solver == Heun {
 		th2, f2 = make([]float64, n), make([]float64, n)
@@ -257,6 +271,42 @@ func Flow(den Denoiser, solver Solver, sigmas, theta []float64, active []bool, d
 					matMulAdd(st, sm, jn[o:o+na*na], na, 1)
 					copy(jn[o:o+na*na], st)
 				}
+			}
+		case DPM2M:
+			next := sigmas[step+1]
+			rho := next / sig
+			c1, c2 := 1.0, 0.0 // first step: DDIM (exponential Euler)
+			if step > 0 {
+				r := math.Log(sigmas[step-1]/sig) / math.Log(sig/next)
+				c1, c2 = 1+1/(2*r), -1/(2*r)
+			}
+			for i, ac := range active {
+				if ac {
+					d := theta[i] - sig*f[i] // D_n
+					theta[i] = rho*theta[i] + (1-rho)*(c1*d+c2*dPrev[i])
+					dPrev[i] = d
+				}
+			}
+			if withJac {
+				// With ∂D_n/∂θ_n = I − σ_n·F_n:
+				// J_{n+1} = ρJ_n + (1−ρ)(c1(J_n − σ_n F_n J_n) + c2(J_{n−1} − σ_{n−1}F_{n−1}J_{n−1})).
+				sPrev := 0.0
+				if step > 0 {
+					sPrev = sigmas[step-1]
+				}
+				for r, idx := range s.idx {
+					na, o := len(idx), r*dim*dim
+					jNew := tmp[o : o+na*na]
+					for i := range jNew {
+						jNew[i] = (rho+(1-rho)*c1)*jn[o+i] + (1-rho)*c2*jPrev[o+i]
+					}
+					matMulAdd(jNew, fj[o:o+na*na], jn[o:o+na*na], na, -(1-rho)*c1*sig)
+					if c2 != 0 {
+						matMulAdd(jNew, fjPrev[o:o+na*na], jPrev[o:o+na*na], na, -(1-rho)*c2*sPrev)
+					}
+				}
+				jPrev, jn, tmp = jn, tmp, jPrev
+				fj, fjPrev = fjPrev, fj
 			}
 		default:
 			return fmt.Errorf("posterior: unknown solver %v", solver)
