@@ -233,11 +233,14 @@ func Describe(name string, data []byte) (Info, error) {
 	for _, t := range h.tensors {
 		info.Params += len(t.Data)
 	}
-	limit := fmt.Sprintf("--steps %d", h.cfg.Steps)
-	if h.cfg.Steps == 0 || h.cfg.Minutes > 0 {
-		limit = fmt.Sprintf("--minutes %g", h.cfg.Minutes)
+	limit := ""
+	if h.cfg.Steps > 0 {
+		limit += fmt.Sprintf(" --steps %d", h.cfg.Steps)
 	}
-	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml %s --out runs/%s", name, limit, name)
+	if h.cfg.Minutes > 0 {
+		limit += fmt.Sprintf(" --minutes %g", h.cfg.Minutes)
+	}
+	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s --out runs/%s", name, limit, name)
 	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d --out runs/%s", name, h.step, name)
 	return info, nil
 }

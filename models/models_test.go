@@ -1,0 +1,246 @@
+package models
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prismsbi/prism/engine/safetensors"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/train"
+)
+
+// shipped are the models issue 8 requires, with their families.
+var shipped = map[string]string{"b3s": "b3s", "symbolic-k15": "symbolic-k15"}
+
+func TestNames(t *testing.T) {
+	if got, want := Names(), []string{"b3s", "symbolic-k15"}; !slices.Equal(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+}
+
+// TestInfo checks each Info against the file in this directory, read
+// independently of the embedded copy: same bytes, SHA-256 of the file,
+// the family and step in its metadata, and training commands naming the
+// shipped configuration.
+func TestInfo(t *testing.T) {
+	for name, fam := range shipped {
+		info, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disk, err := os.ReadFile(name + Ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, err := Weights(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(disk, emb) {
+			t.Errorf("%s: embedded bytes differ from %s%s", name, name, Ext)
+		}
+		sum := sha256.Sum256(disk)
+		if info.SHA256 != hex.EncodeToString(sum[:]) || info.Bytes != len(disk) {
+			t.Errorf("%s: SHA-256 %s (%d bytes), file %x (%d bytes)", name, info.SHA256, info.Bytes, sum, len(disk))
+		}
+		ts, meta, err := safetensors.Read(name + Ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range ts {
+			n += len(x.Data)
+		}
+		if info.Family != fam || meta["prism.family"] != fam || info.Weights != "ema" || info.Params != n {
+			t.Errorf("%s: family %q (metadata %q), weights %q, %d params (file %d)", name, info.Family, meta["prism.family"], info.Weights, info.Params, n)
+		}
+		if info.Step <= 0 || meta["prism.step"] == "" {
+			t.Errorf("%s: step %d: the shipped weights must come from a trained run", name, info.Step)
+		}
+		cfg := "--config configs/" + name + ".yaml "
+		if !strings.HasPrefix(info.Train, "prism train "+cfg) || !strings.Contains(info.Reproduce, cfg+"--steps ") {
+			t.Errorf("%s: commands %q, %q", name, info.Train, info.Reproduce)
+		}
+		if _, err := os.Stat(filepath.Join("..", "configs", name+".yaml")); err != nil {
+			t.Errorf("%s: the training command's config is missing: %v", name, err)
+		}
+	}
+}
+
+// TestOpenMatchesLoadWeightsFile: the network built from the embedded
+// bytes has exactly the parameters posterior.LoadWeightsFile reads from
+// the file, and answers a query identically (same weights and code give
+// bit-identical numbers).
+func TestOpenMatchesLoadWeightsFile(t *testing.T) {
+	for name := range shipped {
+		p, err := Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := posterior.LoadWeightsFile(name + Ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := p.Net().Params().All(), q.Net().Params().All()
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d vs %d parameter tensors", name, len(a), len(b))
+		}
+		for i := range a {
+			if a[i].Name != b[i].Name || !slices.Equal(a[i].Data, b[i].Data) {
+				t.Fatalf("%s: parameter %s differs", name, a[i].Name)
+			}
+		}
+		f := p.Family()
+		if f.Name() != shipped[name] {
+			t.Errorf("%s: family %s", name, f.Name())
+		}
+		s := make([]family.Sample, 2)
+		family.SimulateBatch(f, family.SimOptions{Seed: 3, Lambda: 0.3}, 0, s)
+		obs := []posterior.Observation{{Design: s[0].Design, X: s[0].X}, {Design: s[1].Design, X: s[1].X}}
+		masks := [][][]bool{{s[0].Mask, s[1].Mask}, {s[1].Mask, s[0].Mask}}
+		la, err := p.LogProbMasks(obs, 0.3, masks, posterior.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := q.LogProbMasks(obs, 0.3, masks, posterior.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range la {
+			if !slices.Equal(la[i], lb[i]) {
+				t.Errorf("%s: log q %v vs %v", name, la[i], lb[i])
+			}
+		}
+	}
+}
+
+func TestUnknownModel(t *testing.T) {
+	for _, f := range []func(string) error{
+		func(n string) error { _, err := Open(n); return err },
+		func(n string) error { _, err := Lookup(n); return err },
+		func(n string) error { _, err := Weights(n); return err },
+	} {
+		err := f("b3")
+		if err == nil || !strings.Contains(err.Error(), `"b3"`) || !strings.Contains(err.Error(), "b3s, symbolic-k15") {
+			t.Errorf("unknown model: error %v, want the name and the list", err)
+		}
+	}
+}
+
+// fakeRun lays out a `prism train` output directory whose committed
+// checkpoint holds weights as its ema.safetensors.
+func fakeRun(t *testing.T, weights []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	ck := "ckpt-000000000042"
+	if err := os.Mkdir(filepath.Join(dir, ck), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ck, train.EMAFile), weights, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, train.LatestFile), []byte(ck+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestExport: the export of a run is byte-identical to its EMA weights
+// file and describes it; runs without a checkpoint and files that are not
+// EMA weights are refused without writing anything.
+func TestExport(t *testing.T) {
+	w, err := Weights("symbolic-k15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := fakeRun(t, w)
+	out := filepath.Join(t.TempDir(), "k15"+Ext)
+	info, err := Export(run, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Lookup("symbolic-k15")
+	if !bytes.Equal(got, w) || info.Name != "k15" || info.SHA256 != want.SHA256 || info.Step != want.Step {
+		t.Errorf("export: %d bytes, info %+v", len(got), info)
+	}
+
+	// Re-encode the weights with other metadata: a training checkpoint
+	// and raw weights are not what models ships.
+	ts, meta, err := safetensors.Decode(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variant := func(key, val string) []byte {
+		m := map[string]string{}
+		for k, v := range meta {
+			m[k] = v
+		}
+		m[key] = val
+		var b bytes.Buffer
+		if err := safetensors.Encode(&b, ts, m); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	for _, c := range []struct {
+		run, want string
+	}{
+		{t.TempDir(), "no committed checkpoint"},
+		{fakeRun(t, variant("prism.kind", "checkpoint")), `prism.kind is "checkpoint"`},
+		{fakeRun(t, variant("prism.weights", "raw")), `"raw" weights`},
+		{fakeRun(t, variant("prism.format_version", "2")), "prism.format_version"},
+		{fakeRun(t, variant("prism.family", "b3s")), "disagrees"},
+		{fakeRun(t, w[:len(w)-4]), "safetensors"},
+	} {
+		out := filepath.Join(t.TempDir(), "x"+Ext)
+		_, err := Export(c.run, out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("export: error %v, want %q", err, c.want)
+		}
+		if _, serr := os.Stat(out); serr == nil {
+			t.Errorf("export wrote %s despite %v", out, err)
+		}
+	}
+}
+
+// TestDescribeCommands: the training command follows the configuration's
+// limit (minutes or steps), the reproduction command the step count.
+func TestDescribeCommands(t *testing.T) {
+	w, _ := Weights("symbolic-k15")
+	ts, meta, err := safetensors.Decode(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for k, v := range meta {
+		m[k] = v
+	}
+	m["prism.step"] = "1234"
+	cfg := strings.Replace(meta["prism.config"], `"minutes":`, `"minutes":0,"x_minutes":`, 1)
+	m["prism.config"] = strings.Replace(cfg, `"steps":0`, `"steps":5000`, 1)
+	var b bytes.Buffer
+	if err := safetensors.Encode(&b, ts, m); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Describe("symbolic-k15", b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Step != 1234 || info.Reproduce != "prism train --config configs/symbolic-k15.yaml --steps 1234 --out runs/symbolic-k15" {
+		t.Errorf("step %d, reproduce %q", info.Step, info.Reproduce)
+	}
+	if info.Config.Minutes != 0 || info.Train != "prism train --config configs/symbolic-k15.yaml --steps 5000 --out runs/symbolic-k15" {
+		t.Errorf("minutes %v: train %q", info.Config.Minutes, info.Train)
+	}
+}
