@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,36 @@ import (
 
 func init() {
 	register("export", "write a training run's EMA weights as one weights file (what models/ embeds for --model)", runExport)
+	register("models", "list the trained networks shipped inside prism (--model NAME): family, steps, SHA-256, training command", runModels)
+}
+
+func runModels(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("models", "[--json]", stderr)
+	asJSON := fs.Bool("json", false, "print the full descriptions (including the training configuration) as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var infos []models.Info
+	for _, name := range models.Names() {
+		info, err := models.Lookup(name)
+		if err != nil {
+			return err
+		}
+		infos = append(infos, info)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(infos)
+	}
+	for _, in := range infos {
+		fmt.Fprintf(stdout, "%s\n  family %s, %d training steps, %d parameters (%s weights), %d bytes\n  sha256 %s\n  trained with: %s\n  reproduce:    %s\n",
+			in.Name, in.Family, in.Step, in.Params, in.Weights, in.Bytes, in.SHA256, in.Train, in.Reproduce)
+	}
+	return nil
 }
 
 func runExport(args []string, stdout, stderr io.Writer) error {
