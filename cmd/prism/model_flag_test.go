@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +157,41 @@ func TestSymbolicExampleCommand(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "simulate --family symbolic-k15 --n 1 --seed 2 --lambda 0.3 --out data/symbolic-k15-example.jsonl") {
 		t.Error("data/README.md does not document the command this test runs")
+	}
+}
+
+// TestModelsCommand: `prism models` lists every shipped network with the
+// SHA-256 of its file, in text and JSON.
+func TestModelsCommand(t *testing.T) {
+	code, out, errs := prism("models")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, js, errs := prism("models", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errs)
+	}
+	var infos []struct {
+		Name, Family, SHA256 string
+		Step                 int64
+	}
+	if err := json.Unmarshal([]byte(js), &infos); err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 {
+		t.Fatalf("%d models listed", len(infos))
+	}
+	for _, in := range infos {
+		b, err := os.ReadFile(filepath.Join("../../models", in.Name+".safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if in.SHA256 != hex.EncodeToString(sum[:]) || in.Family != in.Name || in.Step <= 0 {
+			t.Errorf("%+v", in)
+		}
+		if !strings.Contains(out, in.Name+"\n  family "+in.Family) || !strings.Contains(out, "sha256 "+in.SHA256) {
+			t.Errorf("text listing lacks %s:\n%s", in.Name, out)
+		}
 	}
 }
