@@ -136,7 +136,7 @@ func chromium(t *testing.T, browser string, args ...string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	full := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + t.TempDir()}, args[:len(args)-1]...)
+	full := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir()}, args[:len(args)-1]...)
 	full = append(full, "file://"+abs)
 	cmd := exec.CommandContext(ctx, browser, full...)
 	var stderr strings.Builder

@@ -56,8 +56,8 @@ posterior across the complexity knob λ. All numbers and maps are in this folder
 <h2>1. Diffusion MRI: amortized ball-and-sticks fit</h2>
 <p>Scan: <code>data/xa30-prisma-b2500-wholebrain</code>, {{index .S.DMRI.Grid 0}}×{{index .S.DMRI.Grid 1}}×{{index .S.DMRI.Grid 2}} voxels,
 {{.S.DMRI.Volumes}} volumes (b = 0 and 20 directions at b = 2500 s/mm²), BSD-2-Clause (see its <code>LICENSE</code>).
-{{if .Whole}}Fitted: the whole brain mask, {{.S.DMRI.Fitted}} voxels.{{else}}Fitted: slices {{index .S.DMRI.Slab 0}}–{{sub1 (index .S.DMRI.Slab 1)}} only
-(<code>--quick</code>), {{.S.DMRI.Fitted}} of the {{.S.DMRI.InMask}} mask voxels.{{end}}
+{{if .Whole}}Fitted: the whole brain mask, {{.S.DMRI.Fitted}} voxels.{{else}}Fitted: slices {{index .S.DMRI.Slab 0}}–{{sub1 (index .S.DMRI.Slab 1)}} only,
+{{.S.DMRI.Fitted}} of the {{.S.DMRI.InMask}} mask voxels (<code>prism demo</code> without <code>--quick</code> or <code>--slices</code> fits the whole brain).{{end}}
 Settings: λ = {{.S.DMRI.Settings.Lambda}}, {{.S.DMRI.Settings.Samples}} joint samples × {{.S.DMRI.Settings.Steps}} {{.S.DMRI.Settings.Solver}} steps per voxel;
 {{f1 .S.DMRI.VoxelsPerSecond}} voxels/s. The folder <code>dmri/</code> has the BedpostX layout
 (<code>merged_*samples</code>, <code>dyads*</code>, …) plus <code>nfibres_prob</code>, <code>model_prob</code>,
