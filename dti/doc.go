@@ -14,11 +14,16 @@
 //  1. ordinary least squares (OLS) on ln S_j, using only measurements
 //     with S_j > 0 (the precomputed pseudo-inverse when all are positive,
 //     the normal equations of the remaining rows otherwise), then
-//  2. one weighted least-squares (WLS) iteration with weights Ŝ_j², Ŝ_j
-//     the signal predicted by the OLS fit: var(ln S_j) ≈ σ²/S_j² for
-//     Gaussian or high-SNR Rician noise, so these are the inverse-variance
-//     weights. This is the WLS of FSL's `dtifit --wls` and of dipy's
-//     "WLS" fit; MRtrix's `dwi2tensor` iterates the same reweighting.
+//  2. weighted least-squares (WLS) iterations, one by default
+//     (DefaultWLSIterations), each with weights Ŝ_j², Ŝ_j the signal
+//     predicted by the previous fit: var(ln S_j) ≈ σ²/S_j² for Gaussian
+//     or high-SNR Rician noise, so these are the inverse-variance
+//     weights. One iteration after OLS is dipy's "WLS" tensor fit; FSL's
+//     `dtifit --wls` also weights by the squared signal. MRtrix's
+//     `dwi2tensor` (3.0.3) starts from a WLS fit weighted by the measured
+//     S_j² and then reweights twice with Ŝ_j²; `dwi2tensor -ols -iter k`
+//     matches NewFitter(d, k) for k = 0 and 2 to float32 precision
+//     (docs/dmri.md, "DTI baseline").
 //
 // The tensor is eigen-decomposed with a cyclic Jacobi method (Eigen),
 // exact to rounding also for repeated eigenvalues, giving L1 ≥ L2 ≥ L3

@@ -39,28 +39,43 @@ const pivotTol = 1e-10
 // NewFitter accepts.
 const condMax = 1e8
 
+// DefaultWLSIterations is the number of WLS iterations after the OLS fit
+// that `prism dmri dti` uses by default.
+const DefaultWLSIterations = 1
+
 // Fitter fits diffusion tensors for one gradient table. It is safe for
 // concurrent use; each goroutine needs its own Workspace.
 type Fitter struct {
 	n     int
+	iter  int                  // WLS iterations after OLS
 	x     [][NumParams]float64 // design rows: −b′g², −2b′g_ag_b, 1 (b′ = b/bUnit)
 	pinvT [][NumParams]float64 // row j: column j of the OLS pseudo-inverse
+	xx    [][numPairs]float64  // row j: upper triangle of x_j x_jᵀ, row by row
 }
+
+// numPairs is the number of elements of the upper triangle of a
+// NumParams×NumParams matrix.
+const numPairs = NumParams * (NumParams + 1) / 2
 
 // NewFitter prepares the fit for a design of (b [s/mm²], gx, gy, gz) per
 // measurement (family.Design with CovDim 4, as family/dmri.ReadFSL
-// returns; b ≈ 0 rows may carry a zero direction). It fails when the
-// table cannot determine the tensor: fewer than 7 measurements, fewer
-// than six independent directions, or a single non-zero b-value without
-// b = 0 measurements (then ln S0 and the trace are confounded).
-func NewFitter(d family.Design) (*Fitter, error) {
+// returns; b ≈ 0 rows may carry a zero direction), with wlsIterations
+// WLS iterations after the OLS fit (0: OLS only; DefaultWLSIterations is
+// 1). It fails when the table cannot determine the tensor: fewer than 7
+// measurements, fewer than six independent directions, or a single
+// non-zero b-value without b = 0 measurements (then ln S0 and the trace
+// are confounded).
+func NewFitter(d family.Design, wlsIterations int) (*Fitter, error) {
+	if wlsIterations < 0 {
+		return nil, fmt.Errorf("dti: %d WLS iterations, want ≥ 0", wlsIterations)
+	}
 	if d.CovDim != 4 {
 		return nil, fmt.Errorf("dti: design %q has %d covariates per measurement, want 4 (b, gx, gy, gz)", d.Name, d.CovDim)
 	}
 	if d.N < NumParams {
 		return nil, fmt.Errorf("dti: design %q has %d measurements, a tensor fit needs at least %d", d.Name, d.N, NumParams)
 	}
-	f := &Fitter{n: d.N, x: make([][NumParams]float64, d.N), pinvT: make([][NumParams]float64, d.N)}
+	f := &Fitter{n: d.N, iter: wlsIterations, x: make([][NumParams]float64, d.N), pinvT: make([][NumParams]float64, d.N), xx: make([][numPairs]float64, d.N)}
 	X := mat.NewDense(d.N, NumParams, nil)
 	for j := range d.N {
 		r := d.Row(j)
@@ -72,6 +87,13 @@ func NewFitter(d family.Design) (*Fitter, error) {
 			}
 		}
 		f.x[j] = row
+		k := 0
+		for p := range NumParams {
+			for q := p; q < NumParams; q++ {
+				f.xx[j][k] = row[p] * row[q]
+				k++
+			}
+		}
 		X.SetRow(j, row[:])
 	}
 	var svd mat.SVD
@@ -97,6 +119,9 @@ func NewFitter(d family.Design) (*Fitter, error) {
 	}
 	return f, nil
 }
+
+// WLSIterations returns the number of WLS iterations after the OLS fit.
+func (f *Fitter) WLSIterations() int { return f.iter }
 
 // N returns the number of measurements per voxel.
 func (f *Fitter) N() int { return f.n }
@@ -125,9 +150,9 @@ type Fit struct {
 }
 
 // FitVoxel fits one voxel's signal (len N(), any positive scale: S0 comes
-// out in the same units) with OLS followed by one WLS iteration with
-// weights Ŝ², Ŝ the OLS-predicted signal. Measurements with S ≤ 0 are
-// left out. The error is nil, ErrNonFinite, ErrTooFew or
+// out in the same units) with OLS followed by WLSIterations() WLS
+// iterations, each with weights Ŝ², Ŝ the signal predicted by the
+// previous fit. Measurements with S ≤ 0 are left out. The error is nil, ErrNonFinite, ErrTooFew or
 // ErrUnderdetermined. FitVoxel does not allocate.
 func (f *Fitter) FitVoxel(signal []float64, ws *Workspace) (Fit, error) {
 	if len(signal) != f.n {
@@ -160,30 +185,33 @@ func (f *Fitter) FitVoxel(signal []float64, ws *Workspace) (Fit, error) {
 		}
 	} else {
 		var ok bool
-		if beta, ok = solveWeighted(f.x, y, w); !ok {
+		if beta, ok = f.solveWeighted(y, w); !ok {
 			return Fit{}, ErrUnderdetermined
 		}
 	}
-	// One WLS iteration: weights Ŝ² from the OLS prediction, scaled so the
-	// largest is 1 (the solution does not depend on the scale).
-	hmax := math.Inf(-1)
-	for j, x := range f.x {
-		if signal[j] > 0 {
-			w[j] = dot7(x, beta) // predicted ln S, turned into a weight below
-			hmax = math.Max(hmax, w[j])
+	// WLS iterations: weights Ŝ² from the previous fit's prediction,
+	// scaled so the largest is 1 (the solution does not depend on the
+	// scale).
+	for range f.iter {
+		hmax := math.Inf(-1)
+		for j, x := range f.x {
+			if signal[j] > 0 {
+				w[j] = dot7(x, beta) // predicted ln S, turned into a weight below
+				hmax = math.Max(hmax, w[j])
+			}
 		}
-	}
-	if math.IsNaN(hmax) || math.IsInf(hmax, 0) {
-		return Fit{}, ErrNonFinite
-	}
-	for j := range w {
-		if signal[j] > 0 {
-			w[j] = math.Exp(2 * (w[j] - hmax))
+		if math.IsNaN(hmax) || math.IsInf(hmax, 0) {
+			return Fit{}, ErrNonFinite
 		}
-	}
-	beta, ok := solveWeighted(f.x, y, w)
-	if !ok {
-		return Fit{}, ErrUnderdetermined
+		for j := range w {
+			if signal[j] > 0 {
+				w[j] = math.Exp(2 * (w[j] - hmax))
+			}
+		}
+		var ok bool
+		if beta, ok = f.solveWeighted(y, w); !ok {
+			return Fit{}, ErrUnderdetermined
+		}
 	}
 	for _, v := range beta {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -213,20 +241,28 @@ func dot7(a, b [NumParams]float64) float64 {
 // solveWeighted solves the weighted normal equations Σ w_j x_j x_jᵀ β =
 // Σ w_j x_j y_j by Cholesky; ok is false when a pivot falls below
 // pivotTol times its diagonal element (rank-deficient weighted design).
-func solveWeighted(x [][NumParams]float64, y, w []float64) (beta [NumParams]float64, ok bool) {
-	var a [NumParams][NumParams]float64 // upper triangle
+func (f *Fitter) solveWeighted(y, w []float64) (beta [NumParams]float64, ok bool) {
+	var packed [numPairs]float64
 	var r [NumParams]float64
-	for j, xj := range x {
+	for j, xx := range f.xx {
 		wj := w[j]
 		if wj == 0 {
 			continue
 		}
-		for p := range NumParams {
-			wp := wj * xj[p]
-			r[p] += wp * y[j]
-			for q := p; q < NumParams; q++ {
-				a[p][q] += wp * xj[q]
-			}
+		for k := range packed {
+			packed[k] += wj * xx[k]
+		}
+		wy := wj * y[j]
+		for p, x := range f.x[j] {
+			r[p] += wy * x
+		}
+	}
+	var a [NumParams][NumParams]float64 // upper triangle
+	k := 0
+	for p := range NumParams {
+		for q := p; q < NumParams; q++ {
+			a[p][q] = packed[k]
+			k++
 		}
 	}
 	// In-place Cholesky a = RᵀR, R upper triangular.

@@ -132,7 +132,7 @@ var eigenSets = []struct {
 func TestNoiselessRecovery(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for name, d := range protocols(t) {
-		f, err := NewFitter(d)
+		f, err := NewFitter(d, DefaultWLSIterations)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,20 +284,21 @@ func TestAnisotropy(t *testing.T) {
 }
 
 // TestSolverAgainstGonum checks the estimator is what the documentation
-// says: OLS on ln S over the positive measurements, then WLS with weights
-// exp(2 Xβ_OLS), compared with gonum's QR least-squares solutions of the
-// same (row-scaled) problems, on noisy data with one zero and one
-// negative measurement. Both solvers are backward stable; the normal
-// equations lose up to κ² ≈ 1e4 of the 1e-16 precision, hence 1e-9
-// relative.
+// says: OLS on ln S over the positive measurements, then k WLS iterations
+// each with weights exp(2 Xβ) from the previous fit (k = 0 … 3),
+// compared with gonum's QR least-squares solutions of the same
+// (row-scaled) problems, on noisy data with and without non-positive
+// measurements. Both solvers are backward stable; the normal equations
+// lose up to κ² ≈ 1e4 of the 1e-16 precision, hence 1e-9 relative.
 func TestSolverAgainstGonum(t *testing.T) {
 	d := fdmri.UKBDesign()
-	f, err := NewFitter(d)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := rand.New(rand.NewPCG(5, 6))
 	for rep := range 20 {
+		iter := rep % 4
+		f, err := NewFitter(d, iter)
+		if err != nil {
+			t.Fatal(err)
+		}
 		D := tensor([3]float64{1.4e-3, 0.5e-3, 0.3e-3}, randomRotation(r))
 		s := signal(d, D, 1)
 		for j := range s {
@@ -330,37 +331,41 @@ func TestSolverAgainstGonum(t *testing.T) {
 			}
 			return b.RawVector().Data
 		}
-		ones := make([]float64, len(rows))
-		for i := range ones {
-			ones[i] = 1
-		}
-		ols := lsq(ones)
 		w := make([]float64, len(rows))
-		for i, row := range rows {
-			var h float64
-			for k, x := range row {
-				h += x * ols[k]
-			}
-			w[i] = math.Exp(2 * h)
+		for i := range w {
+			w[i] = 1
 		}
-		wls := lsq(w)
+		beta := lsq(w)
+		for range iter {
+			for i, row := range rows {
+				var h float64
+				for k, x := range row {
+					h += x * beta[k]
+				}
+				w[i] = math.Exp(2 * h)
+			}
+			beta = lsq(w)
+		}
 		fit, err := f.FitVoxel(s, f.NewWorkspace())
 		if err != nil {
 			t.Fatal(err)
 		}
 		var want [6]float64
 		for k := range want {
-			want[k] = wls[k] / bUnit
+			want[k] = beta[k] / bUnit
 		}
 		if diff, norm := frobDiff(fit.D, want); diff > 1e-9*norm {
-			t.Errorf("rep %d: D differs from gonum's WLS by %.3g relative", rep, diff/norm)
+			t.Errorf("rep %d (%d WLS iterations): D differs from gonum's by %.3g relative", rep, iter, diff/norm)
 		}
-		if s0 := math.Exp(wls[6]); math.Abs(fit.S0/s0-1) > 1e-9 {
-			t.Errorf("rep %d: S0 %v, gonum %v", rep, fit.S0, s0)
+		if s0 := math.Exp(beta[6]); math.Abs(fit.S0/s0-1) > 1e-9 {
+			t.Errorf("rep %d (%d WLS iterations): S0 %v, gonum %v", rep, iter, fit.S0, s0)
 		}
 		if wantEx := d.N - len(rows); fit.Excluded != wantEx {
 			t.Errorf("rep %d: %d excluded, want %d", rep, fit.Excluded, wantEx)
 		}
+	}
+	if _, err := NewFitter(d, -1); err == nil {
+		t.Error("−1 WLS iterations accepted")
 	}
 }
 
@@ -370,7 +375,7 @@ func TestSolverAgainstGonum(t *testing.T) {
 // samples are still recovered exactly (1e-8, as TestNoiselessRecovery).
 func TestVoxelErrors(t *testing.T) {
 	d := fdmri.UKBDesign()
-	f, err := NewFitter(d)
+	f, err := NewFitter(d, DefaultWLSIterations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +425,7 @@ func TestNewFitterErrors(t *testing.T) {
 		{N: 10, CovDim: 3, Cov: make([]float64, 30), Name: "three covariates"},
 		shell, coplanar,
 	} {
-		if _, err := NewFitter(d); err == nil {
+		if _, err := NewFitter(d, DefaultWLSIterations); err == nil {
 			t.Errorf("%s: no error", d.Name)
 		} else {
 			t.Logf("%s: %v", d.Name, err)
@@ -432,7 +437,7 @@ func TestNewFitterErrors(t *testing.T) {
 // measurements.
 func TestNoAllocs(t *testing.T) {
 	d := fdmri.UKBDesign()
-	f, err := NewFitter(d)
+	f, err := NewFitter(d, DefaultWLSIterations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +456,7 @@ func TestNoAllocs(t *testing.T) {
 // bit (each voxel is fitted independently), errors included.
 func TestFitVoxelsParallel(t *testing.T) {
 	d := fdmri.UKBDesign()
-	f, err := NewFitter(d)
+	f, err := NewFitter(d, DefaultWLSIterations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +564,7 @@ func v1Theory(t *testing.T, d family.Design, l [3]float64, R [3][3]float64, sigm
 // this seed). The median itself (0.77°) must also be below 5°.
 func TestNoisyV1(t *testing.T) {
 	d := fdmri.UKBDesign()
-	f, err := NewFitter(d)
+	f, err := NewFitter(d, DefaultWLSIterations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ func init() {
 var dmriCommands = map[string]command{
 	"fit":     {summary: "amortized ball-and-sticks posterior with a trained b3s network into a BedpostX-layout folder + model maps", run: runDMRIFit},
 	"mcmc":    {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
+	"dti":     {summary: "least-squares diffusion-tensor fit (FA, MD, eigenvalues, eigenvectors) into dtifit-named maps", run: runDMRIDTI},
 	"compare": {summary: "compare two BedpostX-layout folders: dyad angles, fractions, fibre counts (JSON + PNG)", run: runDMRICompare},
 }
 
