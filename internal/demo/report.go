@@ -35,11 +35,11 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 <style>
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.4; }
 figure { display: inline-block; vertical-align: top; margin: 0.5em 1em 1.5em 0; max-width: 520px; }
-figure.wide { display: block; max-width: 100%; }
+figure.wide { display: block; max-width: 100%; margin-right: 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 0.9em; color: #444; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em 0; font-size: 0.9em; }
-td, th { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; }
+td, th { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; overflow-wrap: anywhere; }
 code { background: #f4f4f4; padding: 0 0.2em; }
 #` + ImageCheckID + ` { color: #666; font-size: 0.9em; }
 </style>
