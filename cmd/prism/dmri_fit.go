@@ -62,7 +62,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&s.Lambda, "lambda", def.Lambda, "model-prior parameter λ of q(M | x, λ)")
 	fs.IntVar(&s.Samples, "samples", def.Samples, "joint posterior samples per voxel (model, then parameters)")
 	fs.IntVar(&s.Steps, "steps", def.Steps, "probability-flow ODE steps per sample")
-	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2 or heun")
+	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2, heun or dpm2m (docs/posterior.md)")
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")

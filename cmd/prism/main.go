@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 )
 
@@ -34,7 +35,25 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 	commands[name] = command{summary: summary, run: run}
 }
 
+// main runs the command line. Setting PRISM_CPUPROFILE=FILE writes a CPU
+// profile of the whole command to FILE (for `go tool pprof`; see
+// docs/benchmarks.md).
 func main() {
+	if path := os.Getenv("PRISM_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "prism: PRISM_CPUPROFILE: %v\n", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "prism: PRISM_CPUPROFILE: %v\n", err)
+			os.Exit(1)
+		}
+		code := run(os.Args[1:], os.Stdout, os.Stderr)
+		pprof.StopCPUProfile()
+		f.Close()
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
