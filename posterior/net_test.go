@@ -358,3 +358,44 @@ func TestRankings(t *testing.T) {
 		t.Fatalf("MostSelected: %v %v", sel, counts)
 	}
 }
+
+// TestSupportedMasks: an untrained symbolic-k15 network puts mass on masks
+// with two noise models, which the family's prior excludes; the global
+// predictive's draws must all lie in the prior's support (and the test
+// checks that the raw draws did not, so the replacement was exercised).
+func TestSupportedMasks(t *testing.T) {
+	p := untrained(t, "symbolic-k15", 31)
+	obs, _ := simulated(t, p.fam, 2, 32)
+	const n, lambda = 200, 0.5
+	prior := p.fam.MaskPrior()
+	raw, err := p.SampleMasks(obs, lambda, n, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for _, ms := range raw {
+		for _, m := range ms.Masks {
+			if math.IsInf(prior.LogProb(m, lambda), -1) {
+				bad++
+			}
+		}
+	}
+	t.Logf("%d of %d raw draws were outside the support", bad, 2*n)
+	if bad == 0 {
+		t.Fatal("the untrained network drew no unsupported mask; the test needs some")
+	}
+	got, err := p.supportedMasks(obs, lambda, n, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if len(got[i]) != n {
+			t.Fatalf("observation %d: %d masks, want %d", i, len(got[i]), n)
+		}
+		for _, m := range got[i] {
+			if math.IsInf(prior.LogProb(m, lambda), -1) {
+				t.Fatalf("observation %d: unsupported mask %v kept", i, m)
+			}
+		}
+	}
+}

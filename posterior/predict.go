@@ -2,6 +2,7 @@ package posterior
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -62,14 +63,17 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 			thetas[i] = ts[i].Theta
 		}
 	} else {
-		js, err := p.SampleJoint(obs, po.Lambda, n, false, po.SampleOptions)
+		var err error
+		if masks, err = p.supportedMasks(obs, po.Lambda, n, po.Options); err != nil {
+			return nil, err
+		}
+		ts, err := p.SampleTheta(obs, masks, po.SampleOptions)
 		if err != nil {
 			return nil, err
 		}
-		masks = make([][][]bool, len(obs))
 		thetas = make([][][]float64, len(obs))
-		for i := range js {
-			masks[i], thetas[i] = js[i].Masks, js[i].Theta
+		for i := range ts {
+			thetas[i] = ts[i].Theta
 		}
 	}
 	out := make([]Band, len(obs))
@@ -116,4 +120,63 @@ func quantile(x []float64, q float64) float64 {
 		return x[len(x)-1]
 	}
 	return x[lo] + (h-float64(lo))*(x[lo+1]-x[lo])
+}
+
+// supportedMasks draws n masks per observation from q(M | x, λ) restricted
+// to the prior's support: a network may put a little mass on masks the
+// family cannot simulate (e.g. two noise models of symbolic-k15), which
+// have p(M | λ) = 0 and so no posterior mass. Those draws are replaced by
+// fresh draws, 8n at a time (rejection sampling, exact for the restricted
+// q); after 100 such rounds (q's mass on the support below ~1e−3) it gives
+// up with an error.
+func (p *Posterior) supportedMasks(obs []Observation, lambda float64, n int, opt Options) ([][][]bool, error) {
+	prior := p.fam.MaskPrior()
+	ms, err := p.SampleMasks(obs, lambda, n, opt)
+	if err != nil {
+		return nil, err
+	}
+	masks := make([][][]bool, len(obs))
+	for i := range ms {
+		masks[i] = ms[i].Masks
+	}
+	for round := uint64(1); ; round++ {
+		var redo []int // observations with an unsupported draw
+		for i := range masks {
+			for _, m := range masks[i] {
+				if math.IsInf(prior.LogProb(m, lambda), -1) {
+					redo = append(redo, i)
+					break
+				}
+			}
+		}
+		if len(redo) == 0 {
+			return masks, nil
+		}
+		if round > 100 {
+			return nil, fmt.Errorf("posterior: q(M | x, λ=%v) of observation %d puts almost all its mass on masks outside the prior's support", lambda, redo[0])
+		}
+		for _, i := range redo {
+			o := opt
+			o.Seed = opt.Seed ^ (0x9e3779b97f4a7c15 * round)
+			o.Offset = opt.Offset + uint64(i)
+			more, err := p.SampleMasks(obs[i:i+1], lambda, 8*n, o)
+			if err != nil {
+				return nil, err
+			}
+			k := 0
+			for j, m := range masks[i] {
+				if !math.IsInf(prior.LogProb(m, lambda), -1) {
+					continue
+				}
+				for k < 8*n && math.IsInf(prior.LogProb(more[0].Masks[k], lambda), -1) {
+					k++
+				}
+				if k == 8*n {
+					break
+				}
+				masks[i][j] = more[0].Masks[k]
+				k++
+			}
+		}
+	}
 }
