@@ -28,7 +28,7 @@ var dmriCommands = map[string]command{
 	"fit":     {summary: "amortized ball-and-sticks posterior with a trained b3s network into a BedpostX-layout folder + model maps", run: runDMRIFit},
 	"mcmc":    {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
 	"dti":     {summary: "least-squares diffusion-tensor fit (FA, MD, eigenvalues, eigenvectors) into dtifit-named maps", run: runDMRIDTI},
-	"compare": {summary: "compare two BedpostX-layout folders: dyad angles, fractions, fibre counts (JSON + PNG)", run: runDMRICompare},
+	"compare": {summary: "compare two BedpostX-layout folders (dyad angles, fractions, fibre counts; JSON + PNG), or dyads1 with a DTI folder's V1 (--dti)", run: runDMRICompare},
 }
 
 func runDMRI(args []string, stdout, stderr io.Writer) error {
@@ -213,11 +213,32 @@ func prismVersion() string {
 }
 
 func runDMRICompare(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dmri compare", "DIR_A DIR_B [--out DIR]", stderr)
+	fs := newFlagSet("dmri compare", "DIR_A DIR_B [--out DIR]  |  DIR --dti DTI_DIR [--fa-min F]", stderr)
 	out := fs.String("out", "dmri-compare", "folder for compare.json and the PNG maps")
+	dtiDir := fs.String("dti", "", "compare DIR's dyads1 with dti_V1 of this `prism dmri dti` (or FSL dtifit) folder instead")
+	faMin := fs.Float64("fa-min", 0.5, "with --dti: only voxels with FA above this")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if *dtiDir != "" {
+		if len(pos) != 1 {
+			return fmt.Errorf("with --dti, want one folder DIR, got %d arguments", len(pos))
+		}
+		a, err := dmri.ReadBedpostX(pos[0])
+		if err != nil {
+			return err
+		}
+		c, err := dmri.CompareDTI(a, *dtiDir, *faMin)
+		if err != nil {
+			return err
+		}
+		js, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", js)
+		return nil
 	}
 	if len(pos) != 2 {
 		return fmt.Errorf("want two folders DIR_A DIR_B, got %d arguments", len(pos))
