@@ -206,3 +206,31 @@ func GradLogPriorLatent(theta []float64, active []bool, grad []float64) {
 		}
 	}
 }
+
+// MaskLabel names the components a mask switches on, joined by "+"
+// ("(none)" for the empty mask): a short model label for tables and
+// figures.
+func MaskLabel(f Family, mask []bool) string {
+	var s []string
+	for k, c := range f.Components() {
+		if mask[k] {
+			s = append(s, c.Name)
+		}
+	}
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, "+")
+}
+
+// BaseCount is the number of base (non-noise) components a mask switches
+// on: the model size a complexity sweep reports.
+func BaseCount(f Family, mask []bool) int {
+	n := 0
+	for k, c := range f.Components() {
+		if mask[k] && c.Kind == Base {
+			n++
+		}
+	}
+	return n
+}

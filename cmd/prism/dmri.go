@@ -233,12 +233,7 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		js, err := json.MarshalIndent(c, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\n", js)
-		return nil
+		return printIndented(stdout, c)
 	}
 	if len(pos) != 2 {
 		return fmt.Errorf("want two folders DIR_A DIR_B, got %d arguments", len(pos))
@@ -264,12 +259,17 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 	if err := dmri.WriteComparisonPNGs(*out, a, b, c); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(c, "", "  ")
+	return printIndented(stdout, c)
+}
+
+// printIndented writes v as indented JSON to w.
+func printIndented(w io.Writer, v any) error {
+	js, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s\n", js)
-	return nil
+	_, err = fmt.Fprintf(w, "%s\n", js)
+	return err
 }
 
 // scanFileFlags declares the input flags shared by the dmri commands that

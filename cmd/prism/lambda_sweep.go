@@ -63,7 +63,7 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 		active[l] = make([][]float64, len(obs))
 		for i := range ms {
 			for _, m := range ms[i].Masks {
-				active[l][i] = append(active[l][i], float64(baseOn(f, m)))
+				active[l][i] = append(active[l][i], float64(family.BaseCount(f, m)))
 			}
 		}
 		if disc[l], err = p.Discover(obs, lam, *models, 0, opt); err != nil {
@@ -137,7 +137,7 @@ func sweepFigure(path string, p *posterior.Posterior, o posterior.Observation, l
 		}
 	}
 	for _, m := range ms {
-		s.Models = append(s.Models, plot.Series{Name: modelLabel(f, m), Values: make([]float64, len(lambdas))})
+		s.Models = append(s.Models, plot.Series{Name: family.MaskLabel(f, m), Values: make([]float64, len(lambdas))})
 	}
 	for l, lam := range lambdas {
 		lq, err := p.LogProbMasks([]posterior.Observation{o}, lam, [][][]bool{ms}, posterior.Options{})
@@ -149,17 +149,6 @@ func sweepFigure(path string, p *posterior.Posterior, o posterior.Observation, l
 		}
 	}
 	return plot.LambdaSweep(path, s, plot.Options{Title: fmt.Sprintf("observation %d", i)})
-}
-
-// baseOn counts the base components a mask switches on.
-func baseOn(f family.Family, m []bool) int {
-	n := 0
-	for k, c := range f.Components() {
-		if m[k] && c.Kind == family.Base {
-			n++
-		}
-	}
-	return n
 }
 
 // quantileSorted is the q-quantile of sorted values (linear interpolation).

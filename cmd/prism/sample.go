@@ -249,11 +249,6 @@ func componentNames(f family.Family, m []bool) []string {
 	return s
 }
 
-// modelLabel is a short label of a mask for figures.
-func modelLabel(f family.Family, m []bool) string {
-	return strings.Join(componentNames(f, m), "+")
-}
-
 // finiteOr maps ±Inf (impossible masks under the prior) to ±1e300 so that
 // the JSON stays valid.
 func finiteOr(v float64) float64 {
@@ -365,7 +360,7 @@ func modelBars(path string, f family.Family, rs []posterior.Ranked, title string
 	labels := make([]string, len(rs))
 	q, fr := make([]float64, len(rs)), make([]float64, len(rs))
 	for i, r := range rs {
-		labels[i] = modelLabel(f, r.Mask)
+		labels[i] = family.MaskLabel(f, r.Mask)
 		q[i], fr[i] = math.Exp(r.LogQ), r.Frequency
 	}
 	series := []plot.Series{{Name: "q(M | x, λ)", Values: q}}
@@ -405,7 +400,7 @@ func pairPlot(path string, p *posterior.Posterior, js posterior.JointSet, in inp
 	if len(names) > 12 {
 		names, rows = names[:12], truncateRows(rows, 12)
 	}
-	o := plot.PairOptions{Options: plot.Options{Title: fmt.Sprintf("parameters under %s (%d of %d samples)", modelLabel(f, bestMask), len(rows), len(js.Theta))}}
+	o := plot.PairOptions{Options: plot.Options{Title: fmt.Sprintf("parameters under %s (%d of %d samples)", family.MaskLabel(f, bestMask), len(rows), len(js.Theta))}}
 	if in.truth != nil && family.MaskString(in.truth) == best && in.theta.Components != nil {
 		var tn []string
 		o.Truth = flattenParams(f, in.theta, &tn)

@@ -86,7 +86,7 @@ func TestActiveQuantiles(t *testing.T) {
 			cnt := 1 + r.IntN(20)
 			rs = append(rs, posterior.Ranked{Mask: m, Count: cnt})
 			for range cnt {
-				all = append(all, float64(baseOn(f, m)))
+				all = append(all, float64(family.BaseCount(f, m)))
 			}
 		}
 		slices.Sort(all)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prismsbi/prism/data"
@@ -101,31 +100,6 @@ func readExample(f family.Family) (*example, error) {
 	return ex, nil
 }
 
-// label names the components a mask switches on.
-func label(f family.Family, m []bool) string {
-	var s []string
-	for k, c := range f.Components() {
-		if m[k] {
-			s = append(s, c.Name)
-		}
-	}
-	if len(s) == 0 {
-		return "(none)"
-	}
-	return strings.Join(s, "+")
-}
-
-// baseOn counts the base components a mask switches on.
-func baseOn(f family.Family, m []bool) int {
-	n := 0
-	for k, c := range f.Components() {
-		if m[k] && c.Kind == family.Base {
-			n++
-		}
-	}
-	return n
-}
-
 // weightedQuantile is the q-quantile of values v drawn w times each
 // (v sorted increasingly, total weight n): the smallest v whose
 // cumulative count reaches q·n.
@@ -147,7 +121,7 @@ func activeQuantiles(f family.Family, rs []posterior.Ranked) (q05, med, q95 floa
 	counts := map[int]int{}
 	n := 0
 	for _, r := range rs {
-		counts[baseOn(f, r.Mask)] += r.Count
+		counts[family.BaseCount(f, r.Mask)] += r.Count
 		n += r.Count
 	}
 	var v []float64
@@ -176,7 +150,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.TrueModel, r.TrueMask = label(f, ex.truth), family.MaskString(ex.truth)
+	r.TrueModel, r.TrueMask = family.MaskLabel(f, ex.truth), family.MaskString(ex.truth)
 	r.Timings["model"] = time.Since(t).Seconds()
 	obs := []posterior.Observation{ex.obs}
 	opt := posterior.Options{Seed: c.Seed}
@@ -206,7 +180,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 	}
 	sweep := plot.Sweep{Lambda: c.Lambdas, CenterName: "median"}
 	for _, m := range shown {
-		sweep.Models = append(sweep.Models, plot.Series{Name: label(f, m), Values: make([]float64, len(c.Lambdas))})
+		sweep.Models = append(sweep.Models, plot.Series{Name: family.MaskLabel(f, m), Values: make([]float64, len(c.Lambdas))})
 	}
 	truthKey := family.MaskString(ex.truth)
 	for l, lam := range c.Lambdas {
@@ -222,7 +196,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 		pt := SweepPoint{Lambda: lam, ActiveMedian: med, ActiveQ05: q05, ActiveQ95: q95}
 		for _, rk := range disc[l][:min(topPerLambda, len(disc[l]))] {
 			key := family.MaskString(rk.Mask)
-			pt.Top = append(pt.Top, RankedMask{Mask: key, Label: label(f, rk.Mask), Prob: math.Exp(rk.LogQ), IsTrue: key == truthKey})
+			pt.Top = append(pt.Top, RankedMask{Mask: key, Label: family.MaskLabel(f, rk.Mask), Prob: math.Exp(rk.LogQ), IsTrue: key == truthKey})
 		}
 		r.Sweep = append(r.Sweep, pt)
 	}
