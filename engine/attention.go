@@ -249,10 +249,16 @@ func (g *Graph) CrossAttentionSegments(q, kv *Tensor, heads int, segs []Segment)
 		panic(fmt.Sprintf("engine: CrossAttentionSegments segments cover %d of %d rows", next, b))
 	}
 	out := g.newTensor(false, b, tq, w)
-	for _, s := range segs {
-		sh := kernels.AttnShape{B: 1, Tq: s.Rows * tq, Tk: tk, H: heads, Dh: w / heads, LdQ: w, LdK: 2 * w, LdV: 2 * w, LdO: w}
-		kvo := s.Obs * tk * 2 * w
-		kernels.AttentionForward(sh, q.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], kv.Data[kvo:kvo+tk*2*w], kv.Data[kvo+w:kvo+tk*2*w], Mask{}, out.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], nil)
-	}
+	// Segments run in parallel (each one's own split over heads then runs
+	// inline): a segment of a few rows is too small to split, and
+	// splitting only within segments left one core idle on short scans.
+	perSeg := max(1, b*tq*tk*w/len(segs)) // multiply-adds per segment, roughly
+	kernels.ParallelForGrain(len(segs), max(1, (1<<16)/perSeg), func(lo, hi int) {
+		for _, s := range segs[lo:hi] {
+			sh := kernels.AttnShape{B: 1, Tq: s.Rows * tq, Tk: tk, H: heads, Dh: w / heads, LdQ: w, LdK: 2 * w, LdV: 2 * w, LdO: w}
+			kvo := s.Obs * tk * 2 * w
+			kernels.AttentionForward(sh, q.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], kv.Data[kvo:kvo+tk*2*w], kv.Data[kvo+w:kvo+tk*2*w], Mask{}, out.Data[s.Row*tq*w:(s.Row+s.Rows)*tq*w], nil)
+		}
+	})
 	return out
 }
