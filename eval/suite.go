@@ -828,11 +828,17 @@ func (r *run) predictive(ts []posterior.ThetaSet) (*PredictiveResult, error) {
 	err := byLambda(r.lams[:n], func(l float64, idx []int) error {
 		for _, i := range idx {
 			so.Offset = uint64(i)
-			j, err := r.p.SampleJoint(r.obs[i:i+1], l, cfg.PredSamples, false, so)
+			// Masks from q restricted to the prior's support: the
+			// family cannot simulate the others.
+			ms, err := r.p.SampleMasksSupported(r.obs[i:i+1], l, cfg.PredSamples, so.Options)
 			if err != nil {
 				return fmt.Errorf("eval: global predictive: %w", err)
 			}
-			js[i] = j[0]
+			th, err := r.p.SampleTheta(r.obs[i:i+1], ms, so)
+			if err != nil {
+				return fmt.Errorf("eval: global predictive: %w", err)
+			}
+			js[i] = posterior.JointSet{MaskSet: posterior.MaskSet{Masks: ms[0]}, Theta: th[0].Theta}
 		}
 		return nil
 	})

@@ -384,7 +384,7 @@ func TestSupportedMasks(t *testing.T) {
 	if bad == 0 {
 		t.Fatal("the untrained network drew no unsupported mask; the test needs some")
 	}
-	got, err := p.supportedMasks(obs, lambda, n, Options{Seed: 1})
+	got, err := p.SampleMasksSupported(obs, lambda, n, Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

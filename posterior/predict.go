@@ -64,7 +64,7 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 		}
 	} else {
 		var err error
-		if masks, err = p.supportedMasks(obs, po.Lambda, n, po.Options); err != nil {
+		if masks, err = p.SampleMasksSupported(obs, po.Lambda, n, po.Options); err != nil {
 			return nil, err
 		}
 		ts, err := p.SampleTheta(obs, masks, po.SampleOptions)
@@ -122,14 +122,14 @@ func quantile(x []float64, q float64) float64 {
 	return x[lo] + (h-float64(lo))*(x[lo+1]-x[lo])
 }
 
-// supportedMasks draws n masks per observation from q(M | x, λ) restricted
+// SampleMasksSupported draws n masks per observation from q(M | x, λ) restricted
 // to the prior's support: a network may put a little mass on masks the
 // family cannot simulate (e.g. two noise models of symbolic-k15), which
 // have p(M | λ) = 0 and so no posterior mass. Those draws are replaced by
 // fresh draws, 8n at a time (rejection sampling, exact for the restricted
 // q); after 100 such rounds (q's mass on the support below ~1e−3) it gives
 // up with an error.
-func (p *Posterior) supportedMasks(obs []Observation, lambda float64, n int, opt Options) ([][][]bool, error) {
+func (p *Posterior) SampleMasksSupported(obs []Observation, lambda float64, n int, opt Options) ([][][]bool, error) {
 	prior := p.fam.MaskPrior()
 	ms, err := p.SampleMasks(obs, lambda, n, opt)
 	if err != nil {
