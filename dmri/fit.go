@@ -40,14 +40,15 @@ type FitSettings struct {
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
-// (reference-spec §3.9), 50 samples with 12 AB2 steps, no ESS pass, seed
-// 1, batches of 256 voxels. 12 steps (the reference's presets use 20–40)
-// keep a whole brain within minutes on two cores; the solver error at 12
-// steps is measured in docs/posterior.md. The ESS map needs log q(θ) of
-// importance samples, whose exact Jacobians cost about as much as the
-// whole fit (docs/benchmarks.md), so it is opt-in (ESSSamples > 0).
+// (reference-spec §3.9), 50 samples with 8 AB2 steps, no ESS pass, seed
+// 1, batches of 256 voxels. 8 steps (the reference's presets use 20–40)
+// keep a whole brain near 10 minutes on two cores; on the synthetic
+// phantom the dyads1 median error is 2.4° at 8 steps against 2.2° at 12
+// (docs/validation.md). The ESS map needs log q(θ) of importance samples,
+// whose exact Jacobians cost more than the whole fit (docs/dmri.md), so it
+// is opt-in (ESSSamples > 0).
 func DefaultFitSettings() FitSettings {
-	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 12, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256}
+	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256}
 }
 
 // Validate checks the settings.
