@@ -26,7 +26,7 @@ func TestCompareDTI(t *testing.T) {
 	}
 	v1, fa, dy, f1 := vol(3), vol(1), vol(3), vol(1)
 	deg := []float64{0, 10, 20, 30, 45, 60}
-	faVals := []float32{0.7, 0.8, 0.6, 0.9, 0.2, 0.7} // voxel 4 below FA 0.5
+	faVals := []float32{0.7, 0.8, 0.6, 0.9, 0.2, 0.7}  // voxel 4 below FA 0.5
 	f1Vals := []float32{0.5, 0.4, 0.3, 0.6, 0.5, 0.01} // voxel 5 without a stick
 	f := &Folder{Dir: "fit", Nx: nx, Ny: ny, Nz: nz, Mask: make([]bool, nv), Fibres: 1}
 	for i := range nv {
