@@ -149,10 +149,11 @@ var tuned = map[string]func(*Config){
 	},
 	"b3s": func(c *Config) {
 		c.BatchSize = 32
-		c.Designs = []string{"ukb-mix", "hcp-mix"}
+		c.Designs = []string{"ukb-mix", "hcp-mix", "shell:2500:20:1"}
 		c.Validation = ValidationConfig{Size: 512, Every: 250}
 		n := &c.Network
-		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
+		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 3
+		n.TensorFeatures = true
 	},
 	"bszt": func(c *Config) {
 		c.BatchSize = 32
