@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -246,11 +247,35 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 	key.Top, key.Left = true, true
 	var width vg.Length
 	for i := len(layers) - 1; i >= 0; i-- {
-		key.Add(layers[i].name, layers[i].poly)
-		width = max(width, textWidth(key.TextStyle.Font, layers[i].name))
+		name := wrapLabel(layers[i].name, 34)
+		key.Add(name, layers[i].poly)
+		for _, line := range strings.Split(name, "\n") {
+			width = max(width, textWidth(key.TextStyle.Font, line))
+		}
 	}
 	width += key.ThumbnailWidth + 2*key.Padding + vg.Points(12)
 	p.X.Min, p.X.Max = s.Lambda[0], s.Lambda[n-1]
 	p.Y.Min, p.Y.Max = 0, 1
 	return p, &sideKey{key, width}, nil
+}
+
+// wrapLabel breaks a long model label ("A+B+C+…") after a '+' into lines
+// of at most about max characters, so that a key of long labels leaves the
+// panel its room.
+func wrapLabel(name string, max int) string {
+	if len([]rune(name)) <= max {
+		return name
+	}
+	var b strings.Builder
+	line := 0
+	for i, part := range strings.SplitAfter(name, "+") {
+		n := len([]rune(part))
+		if i > 0 && line+n > max {
+			b.WriteString("\n")
+			line = 0
+		}
+		b.WriteString(part)
+		line += n
+	}
+	return b.String()
 }
