@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/prismsbi/prism/internal/demo"
@@ -58,17 +54,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "\ndemo: stopping after this batch")
-			cancel()
-		}
-	}()
+	ctx, stop := interruptContext(stderr, "demo: stopping after this batch")
+	defer stop()
 
 	s, err := demo.Run(ctx, c)
 	if err != nil {

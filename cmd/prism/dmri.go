@@ -92,11 +92,8 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *out == "" {
-		return errors.New("--dwi, --bval, --bvec and --out are required")
+	if err := checkScanArgs(fs, files, *out); err != nil {
+		return err
 	}
 	if err := s.Validate(); err != nil {
 		return err
@@ -270,6 +267,18 @@ func printIndented(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", js)
 	return err
+}
+
+// checkScanArgs checks, after parsing, what scanFileFlags declared plus an
+// --out folder: no stray arguments and the required flags given.
+func checkScanArgs(fs *flag.FlagSet, files dmri.ScanFiles, out string) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || out == "" {
+		return errors.New("--dwi, --bval, --bvec and --out are required")
+	}
+	return nil
 }
 
 // scanFileFlags declares the input flags shared by the dmri commands that

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,11 +64,8 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *out == "" {
-		return errors.New("--dwi, --bval, --bvec and --out are required")
+	if err := checkScanArgs(fs, files, *out); err != nil {
+		return err
 	}
 	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}} {
 		if f.path == "" {

@@ -11,13 +11,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prismsbi/prism/dmri"
@@ -71,11 +69,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if files.DWI == "" || files.Bval == "" || files.Bvec == "" || *out == "" {
-		return errors.New("--dwi, --bval, --bvec and --out are required")
+	if err := checkScanArgs(fs, files, *out); err != nil {
+		return err
 	}
 	if !net.given() {
 		return errNoNetwork
@@ -145,17 +140,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "dmri fit: continuing an interrupted run: %d of %d voxels already done\n", resumed, nv)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "\ndmri fit: stopping after this batch; rerun the same command to continue")
-			cancel()
-		}
-	}()
+	ctx, stop := interruptContext(stderr, "dmri fit: stopping after this batch; rerun the same command to continue")
+	defer stop()
 
 	fitStart := time.Now()
 	cpuStart := cpuSeconds()

@@ -10,13 +10,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"sort"
+	"syscall"
 )
 
 // command is one sub-command of prism. Each lives in its own file and adds
@@ -103,4 +106,24 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// interruptContext returns a context that is cancelled on the first SIGINT
+// or SIGTERM, after printing msg on its own line to stderr, so that a long
+// command can finish its current batch and leave resumable state; stop
+// releases the signal handler.
+func interruptContext(stderr io.Writer, msg string) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sigs; ok {
+			fmt.Fprintln(stderr, "\n"+msg)
+			cancel()
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }
