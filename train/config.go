@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -81,6 +83,79 @@ type OptimConfig struct {
 	Clip      float64 `json:"clip" yaml:"clip"`
 	ClipEps   float64 `json:"clip_eps" yaml:"clip_eps"`
 	EMADecay  float64 `json:"ema_decay" yaml:"ema_decay"`
+	// Schedule multiplies LR by a factor that depends on the step (none:
+	// constant LR, as in the paper).
+	Schedule Schedule `json:"schedule" yaml:"schedule"`
+}
+
+// Schedule is a learning-rate decay by step number, so that a run is
+// reproducible whatever its wall time: the rate is LR until step Start,
+// then falls to LR·Final over Steps steps (Kind "cosine": half a cosine
+// period; "linear": a straight line) and stays there. Kind "" or
+// "constant" keeps LR. A resumed run may change its schedule (to anneal a
+// finished constant-rate run, say); nothing else of the optimiser.
+type Schedule struct {
+	Kind  string  `json:"kind,omitempty" yaml:"kind"`
+	Start int     `json:"start,omitempty" yaml:"start"`
+	Steps int     `json:"steps,omitempty" yaml:"steps"`
+	Final float64 `json:"final,omitempty" yaml:"final"`
+}
+
+// Factor returns the multiplier of the base learning rate at step (the
+// 1-based number of the update about to be taken).
+func (s Schedule) Factor(step int64) float64 {
+	if s.Kind == "" || s.Kind == "constant" || step <= int64(s.Start) {
+		return 1
+	}
+	u := 1.0
+	if s.Steps > 0 {
+		u = math.Min(float64(step-int64(s.Start))/float64(s.Steps), 1)
+	}
+	if s.Kind == "linear" {
+		return 1 - (1-s.Final)*u
+	}
+	return s.Final + (1-s.Final)*0.5*(1+math.Cos(math.Pi*u))
+}
+
+// ParseSchedule reads the command-line form KIND:START:STEPS:FINAL, e.g.
+// "cosine:0:100000:0.02"; "constant" alone is the constant rate.
+func ParseSchedule(text string) (Schedule, error) {
+	if text == "constant" {
+		return Schedule{Kind: "constant"}, nil
+	}
+	parts := strings.Split(text, ":")
+	if len(parts) != 4 {
+		return Schedule{}, fmt.Errorf("schedule %q: want KIND:START:STEPS:FINAL, e.g. cosine:0:100000:0.02", text)
+	}
+	s := Schedule{Kind: parts[0]}
+	var err1, err2, err3 error
+	s.Start, err1 = strconv.Atoi(parts[1])
+	s.Steps, err2 = strconv.Atoi(parts[2])
+	s.Final, err3 = strconv.ParseFloat(parts[3], 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Schedule{}, fmt.Errorf("schedule %q: %w", text, err)
+	}
+	if err := s.validate(); err != nil {
+		return Schedule{}, fmt.Errorf("schedule %q: %w", text, err)
+	}
+	return s, nil
+}
+
+func (s Schedule) validate() error {
+	switch s.Kind {
+	case "", "constant":
+		return nil
+	case "cosine", "linear":
+	default:
+		return fmt.Errorf("optimizer.schedule.kind %q: want constant, cosine or linear", s.Kind)
+	}
+	if s.Start < 0 || s.Steps < 1 {
+		return fmt.Errorf("optimizer.schedule: start %d must be non-negative and steps %d positive", s.Start, s.Steps)
+	}
+	if !(s.Final > 0 && s.Final <= 1) {
+		return fmt.Errorf("optimizer.schedule.final %v must be in (0, 1] (the rate stays positive)", s.Final)
+	}
+	return nil
 }
 
 // optim converts to the engine's configuration.
@@ -199,6 +274,9 @@ func (c *Config) Validate(f family.Family) error {
 	}
 	if c.Validation.Every > 0 && c.Validation.Size == 0 {
 		bad("validation.every %d needs a positive validation.size", c.Validation.Every)
+	}
+	if err := c.Optimizer.Schedule.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SimWorkers < 1 {
 		bad("sim_workers %d must be positive", c.SimWorkers)

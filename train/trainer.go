@@ -214,6 +214,7 @@ func sameNumerics(a, b *Config) error {
 	strip := func(c Config) ([]byte, error) {
 		c.Steps, c.Minutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0
 		c.Prefetch, c.SimWorkers = 0, 0
+		c.Optimizer.Schedule = Schedule{}
 		return json.Marshal(c)
 	}
 	ja, err := strip(*a)
@@ -225,7 +226,7 @@ func sameNumerics(a, b *Config) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	if !bytes.Equal(ja, jb) {
-		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch and sim_workers may change")
+		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers and the learning-rate schedule may change")
 	}
 	return nil
 }
@@ -409,7 +410,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		var stepErr error
 		if !finite {
 			stepErr = errors.New("non-finite loss")
-		} else {
+		} else if stepErr = t.opt.SetLR(cfg.Optimizer.LR * cfg.Optimizer.Schedule.Factor(t.state.Step+1)); stepErr == nil {
 			stepErr = t.opt.Step()
 		}
 		if stepErr != nil {

@@ -47,7 +47,7 @@ type Param struct {
 
 // Config holds the hyperparameters. Start from DefaultConfig.
 type Config struct {
-	LR        float64 // learning rate (constant)
+	LR        float64 // learning rate (SetLR changes it between steps)
 	Beta1     float64 // first-moment decay
 	Beta2     float64 // second-moment decay
 	Eps       float64 // added to √v̂ in the denominator
@@ -480,6 +480,17 @@ func (c Config) scalars(t int64) scalars {
 		k.rLRC1 = c.LR * Rectifier(c.Beta2, t) * c1
 	}
 	return k
+}
+
+// SetLR changes the learning rate used by the following steps (a
+// training-loop schedule calls it before each Step). It returns an error
+// for a rate that is not positive and finite, and changes nothing then.
+func (o *Optimizer) SetLR(lr float64) error {
+	if !(lr > 0) || math.IsInf(lr, 0) {
+		return fmt.Errorf("optim: learning rate %v must be positive and finite", lr)
+	}
+	o.c.cfg.LR = lr
+	return nil
 }
 
 // StepCount is the number of successful steps taken (or restored).

@@ -724,3 +724,35 @@ func TestWorkersStop(t *testing.T) {
 		t.Errorf("%d goroutines after dropping an Optimizer, want ≤ %d", n, dropped-2)
 	}
 }
+
+// TestSetLR checks that a rate changed between steps is the rate of the
+// next step: with a constant gradient the first steps are unrectified
+// (momentum SGD on m̂ = g), so Δθ = −lr·g exactly as in
+// TestRAdamConstantGradient, with the lr of that step (same float32
+// tolerance).
+func TestSetLR(t *testing.T) {
+	const g = 3.0
+	p := Param{Name: "x", Shape: []int{2}, Value: make([]float32, 2), Grad: []float32{g, g}}
+	cfg := DefaultConfig()
+	cfg.Clip = 0
+	o := mustNew(t, []Param{p}, cfg)
+	prev := 0.0
+	for step, lr := range []float64{1e-3, 2e-4, 5e-3} {
+		if err := o.SetLR(lr); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Step(); err != nil {
+			t.Fatal(err)
+		}
+		want := -lr * g
+		if got := float64(p.Value[0]) - prev; math.Abs(got-want) > 1e-6*math.Abs(want)+4e-9 {
+			t.Errorf("step %d with lr %g: Δθ = %.9g, want %.9g", step+1, lr, got, want)
+		}
+		prev = float64(p.Value[0])
+	}
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if err := o.SetLR(bad); err == nil {
+			t.Errorf("SetLR(%v) accepted", bad)
+		}
+	}
+}

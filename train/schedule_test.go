@@ -1,0 +1,111 @@
+package train
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/prismsbi/prism/engine/safetensors"
+)
+
+// TestScheduleFactor checks the decay against its closed forms at the
+// points where they are simple: 1 before and at Start, the midpoint
+// (1+Final)/2 for both shapes, Final at and after the end, and a quarter
+// of the way for each (cosine: Final + (1−Final)(1+cos π/4)/2).
+func TestScheduleFactor(t *testing.T) {
+	const final = 0.1
+	cos := Schedule{Kind: "cosine", Start: 100, Steps: 400, Final: final}
+	lin := Schedule{Kind: "linear", Start: 100, Steps: 400, Final: final}
+	cases := []struct {
+		s    Schedule
+		step int64
+		want float64
+	}{
+		{cos, 1, 1}, {cos, 100, 1}, {cos, 300, (1 + final) / 2}, {cos, 500, final}, {cos, 9000, final},
+		{cos, 200, final + (1-final)*(1+math.Cos(math.Pi/4))/2},
+		{lin, 100, 1}, {lin, 300, (1 + final) / 2}, {lin, 200, 1 - (1-final)/4}, {lin, 700, final},
+		{Schedule{}, 12345, 1}, {Schedule{Kind: "constant"}, 7, 1},
+	}
+	for _, c := range cases {
+		if got := c.s.Factor(c.step); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%+v at step %d: factor %.15g, want %.15g", c.s, c.step, got, c.want)
+		}
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	s, err := ParseSchedule("cosine:10:2000:0.05")
+	if err != nil || s != (Schedule{Kind: "cosine", Start: 10, Steps: 2000, Final: 0.05}) {
+		t.Errorf("ParseSchedule = %+v, %v", s, err)
+	}
+	if s, err := ParseSchedule("constant"); err != nil || s.Factor(99) != 1 {
+		t.Errorf("constant: %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "cosine", "cosine:0:100", "step:0:100:0.1", "cosine:-1:100:0.1",
+		"cosine:0:0:0.1", "cosine:0:100:0", "cosine:0:100:1.5", "cosine:x:100:0.1", "linear:0:100:NaN"} {
+		if _, err := ParseSchedule(bad); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
+}
+
+// TestScheduledRunResumes checks that the schedule is applied (a decayed
+// run ends with other weights than the constant-rate run), that it is a
+// function of the step only (10 steps, then resuming to 20, equals 20 at
+// once), and that a resumed run may change its schedule but nothing else.
+func TestScheduledRunResumes(t *testing.T) {
+	cfg := tinyConfig(t, 20)
+	constant := filepath.Join(t.TempDir(), "constant")
+	runToEnd(t, newTrainer(t, cfg, constant))
+
+	cfg.Optimizer.Schedule = Schedule{Kind: "cosine", Start: 4, Steps: 12, Final: 0.05}
+	ref := filepath.Join(t.TempDir(), "ref")
+	runToEnd(t, newTrainer(t, cfg, ref))
+	ta, _, err := safetensors.Decode(checkpointFiles(t, constant)[CheckpointFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := safetensors.Decode(checkpointFiles(t, ref)[CheckpointFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i := range ta {
+		if !bitsEqual(ta[i].Data, tb[i].Data) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("a cosine-scheduled run gave the weights of the constant-rate run")
+	}
+
+	short := cfg
+	short.Steps = 10
+	dir := filepath.Join(t.TempDir(), "short")
+	tr := newTrainer(t, short, dir)
+	runToEnd(t, tr)
+	tr.Close()
+	rt, err := Resume(dir, "", func(c *Config) { c.Steps = 20 }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runToEnd(t, rt)
+	rt.Close()
+	sameCheckpoint(t, ref, dir)
+
+	// Annealing a finished run: a new schedule is accepted on resume.
+	at, err := Resume(dir, filepath.Join(t.TempDir(), "anneal"), func(c *Config) {
+		c.Steps = 30
+		c.Optimizer.Schedule = Schedule{Kind: "linear", Start: 20, Steps: 10, Final: 0.1}
+	}, Options{})
+	if err != nil {
+		t.Fatalf("resume with a new schedule: %v", err)
+	}
+	if res := runToEnd(t, at); res.Step != 30 {
+		t.Errorf("annealed run ended at step %d", res.Step)
+	}
+	at.Close()
+	if _, err := Resume(dir, "", func(c *Config) { c.Optimizer.LR *= 2 }, Options{}); err == nil {
+		t.Error("Resume accepted a changed base learning rate")
+	}
+}
