@@ -26,10 +26,7 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 		panic("engine: Linear of a scalar")
 	}
 	out := g.newLike(g.anyGrad(x, w, bias), x.Shape, n)
-	kernels.Sgemm(false, false, m, n, k, 1, x.Data, k, w.Data, n, 0, out.Data, n)
-	if bias != nil {
-		kernels.AddBias(out.Data, m, n, bias.Data)
-	}
+	kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), out.Data, nil)
 	if out.requiresGrad {
 		nd := g.record(out, linearBackward)
 		nd.a, nd.b, nd.c = x, w, bias
@@ -68,8 +65,7 @@ func (g *Graph) LinearGELU(x, w, bias *Tensor) *Tensor {
 	m, n := x.Rows(), w.Shape[1]
 	out := g.newLike(g.anyGrad(x, w, bias), x.Shape, n)
 	z := g.buf(m * n)
-	kernels.Sgemm(false, false, m, n, k, 1, x.Data, k, w.Data, n, 0, z, n)
-	kernels.BiasGELUForward(z, m, n, dataOf(bias), out.Data)
+	kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), z, out.Data)
 	if out.requiresGrad {
 		nd := g.record(out, linearGELUBackward)
 		nd.a, nd.b, nd.c = x, w, bias
@@ -91,6 +87,32 @@ func linearGELUBackward(g *Graph, nd *node) {
 	if w.needsGrad() {
 		kernels.Sgemm(true, false, k, n, m, 1, x.Data, k, dz, n, 1, w.Grad, n)
 	}
+}
+
+// ---------------------------------------------------------------------------
+// LinearResidual (a transformer block's residual branch): r + x·W + b.
+
+// LinearResidual is g.Add(r, g.Linear(x, w, bias)) for r with the shape of
+// the linear layer's output. Without gradients (inference) the bias and the
+// residual are added in the product's epilogue (kernels.
+// LinearResidualForward), one pass over the output instead of three, with
+// the same result bit for bit; when any operand requires a gradient it
+// records the unfused Linear and Add.
+func (g *Graph) LinearResidual(r, x, w, bias *Tensor) *Tensor {
+	if g.anyGrad(r, x, w, bias) {
+		return g.Add(r, g.Linear(x, w, bias))
+	}
+	k := x.Cols()
+	if x.Rank() == 0 || w.Rank() != 2 || w.Shape[0] != k || (bias != nil && bias.Size() != w.Shape[1]) {
+		panic(fmt.Sprintf("engine: LinearResidual of x %v with W %v, b %v", x.Shape, w.Shape, shapeOf(bias)))
+	}
+	m, n := x.Rows(), w.Shape[1]
+	out := g.newLike(false, x.Shape, n)
+	if !sameShape(r.Shape, out.Shape) {
+		panic(fmt.Sprintf("engine: LinearResidual of residual %v with a linear output %v", r.Shape, out.Shape))
+	}
+	kernels.LinearResidualForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), r.Data, out.Data)
+	return out
 }
 
 // ---------------------------------------------------------------------------

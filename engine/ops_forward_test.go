@@ -94,6 +94,42 @@ func TestLinearForward(t *testing.T) {
 	assertClose(t, "LinearGELU", z.Data, want, fwdTol)
 }
 
+// TestLinearResidualForward checks LinearResidual against r + x·W + b
+// from the definition, on an inference graph (fused epilogue, a shape large
+// enough for the own AVX-512 kernel) and on a training graph (recorded as
+// Linear and Add), and that the two graphs agree bit for bit.
+func TestLinearResidualForward(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 1))
+	const m, k, n = 600, 64, 64
+	x, w, b, res := randData(r, m*k), randData(r, k*n), randData(r, n), randData(r, m*n)
+	want := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			v := float64(b[j])
+			for l := range k {
+				v += float64(x[i*k+l]) * float64(w[l*n+j])
+			}
+			want[i*n+j] = v + float64(res[i*n+j])
+		}
+	}
+	gi := NewInferenceGraph()
+	yi := gi.LinearResidual(gi.Input(res, 2, m/2, n), gi.Input(x, 2, m/2, k), gi.Input(w, k, n), gi.Input(b, n))
+	if !sameShape(yi.Shape, []int{2, m / 2, n}) {
+		t.Fatalf("LinearResidual shape %v", yi.Shape)
+	}
+	// k = 64 products of N(0, 1) terms: sums of size ~8, so the float32
+	// error is ~1e-6·8; fwdTol (relative to 1 + |want|) bounds it amply.
+	assertClose(t, "LinearResidual (inference)", yi.Data, want, fwdTol)
+	gt := NewGraph()
+	wt := gt.Variable(w, k, n)
+	yt := gt.LinearResidual(gt.Input(res, 2, m/2, n), gt.Input(x, 2, m/2, k), wt, gt.Input(b, n))
+	for i := range yt.Data {
+		if yt.Data[i] != yi.Data[i] {
+			t.Fatalf("training graph %v, inference graph %v at %d", yt.Data[i], yi.Data[i], i)
+		}
+	}
+}
+
 // naiveBroadcast computes op elementwise with NumPy broadcasting of b
 // (left-padded with 1s) against a.
 func naiveBroadcast(a []float32, as []int, b []float32, bs []int, op func(x, y float64) float64) []float64 {

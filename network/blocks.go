@@ -198,7 +198,7 @@ func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*en
 		h = g.LayerNorm(x, b.ln1g, b.ln1b)
 	}
 	a := g.SelfAttention(g.Linear(h, b.wqkv, b.bqkv), heads, mask)
-	x = g.Add(x, g.Linear(a, b.wo, b.bo))
+	x = g.LinearResidual(x, a, b.wo, b.bo)
 	if kv != nil {
 		x = b.crossResidual(g, heads, x, kv, segs)
 	}
@@ -208,7 +208,7 @@ func (b *block) forward(g *engine.Graph, heads int, x *engine.Tensor, mods []*en
 // crossResidual is x + Wco·CrossAttn(Wq·LN₂(x), kv).
 func (b *block) crossResidual(g *engine.Graph, heads int, x, kv *engine.Tensor, segs []engine.Segment) *engine.Tensor {
 	q := g.Linear(g.LayerNorm(x, b.ln2g, b.ln2b), b.wq, b.bq)
-	return g.Add(x, g.Linear(cross(g, q, kv, heads, segs), b.wco, b.bco))
+	return g.LinearResidual(x, cross(g, q, kv, heads, segs), b.wco, b.bco)
 }
 
 // mlpResidual is x + W₂·GELU(W₁·AdaLN₃(LN₃(x))).
@@ -219,7 +219,7 @@ func (b *block) mlpResidual(g *engine.Graph, x *engine.Tensor, mods []*engine.Te
 	} else {
 		h = g.LayerNorm(x, b.ln3g, b.ln3b)
 	}
-	return g.Add(x, g.Linear(g.LinearGELU(h, b.w1, b.b1), b.w2, b.b2))
+	return g.LinearResidual(x, g.LinearGELU(h, b.w1, b.b1), b.w2, b.b2)
 }
 
 // decode runs the decoder's blocks on x [B, T, D] with modulations mods,

@@ -174,7 +174,7 @@ func (n *Net) sampleChunk(enc *engine.Tensor, o0, o1, r int, lambda float64, rng
 			h := modulate(g, x, b.ln1g, b.ln1b, m[0], m[1])
 			qkv := g.Linear(h, b.wqkv, b.bqkv)
 			caches[l].Append(qkv, w, qkv, 2*w)
-			x = g.Add(x, g.Linear(g.Attend(caches[l], qkv, 0), b.wo, b.bo))
+			x = g.LinearResidual(x, g.Attend(caches[l], qkv, 0), b.wo, b.bo)
 			x = b.crossResidual(g, cfg.Heads, x, kv[l], nil)
 			x = b.mlpResidual(g, x, m)
 		}

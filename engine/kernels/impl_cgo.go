@@ -217,18 +217,21 @@ func SetBLASThreads(n int) {
 // linearJob runs LinearForward's fused product on a range of rows (dim
 // 'm') or columns ('n') of z.
 type linearJob struct {
-	g       gemmArgs
-	bias, y []float32
-	dim     byte
+	g            gemmArgs
+	bias, res, y []float32
+	dim          byte
 }
 
 func (j *linearJob) run(_, lo, hi int) {
 	g := j.g
-	bias, y, ldy := j.bias, j.y, g.n
+	bias, res, y, ldy, ldr := j.bias, j.res, j.y, g.n, g.n
 	if j.dim == 'm' {
 		g.a, g.c, g.m = g.a[lo*g.lda:], g.c[lo*g.ldc:], hi-lo
 		if y != nil {
 			y = y[lo*ldy:]
+		}
+		if res != nil {
+			res = res[lo*ldr:]
 		}
 	} else {
 		g.b, g.c, g.n = g.b[lo:], g.c[lo:], hi-lo
@@ -238,23 +241,26 @@ func (j *linearJob) run(_, lo, hi int) {
 		if y != nil {
 			y = y[lo:]
 		}
+		if res != nil {
+			res = res[lo:]
+		}
 	}
 	C.pk_sgemm_ep(cl(g.m), cl(g.n), cl(g.k), 1, fp(g.a), cl(g.lda), 1, fp(g.b), cl(g.ldb), 0, 0, fp(g.c), cl(g.ldc),
-		fp(bias), fp(y), cl(ldy))
+		fp(bias), fp(y), cl(ldy), fp(res), cl(ldr))
 }
 
 var linearJobs jobPool[linearJob]
 
 // linearFused runs LinearForward as one pk_sgemm_ep call per worker when
 // the own kernel handles the shape.
-func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, z, y []float32) bool {
+func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, res, z, y []float32) bool {
 	initBLAS()
 	g := gemmArgs{m: m, n: n, k: k, alpha: 1, a: x, lda: ldx, b: w, ldb: ldw, c: z, ldc: n}
 	if !ownGemm || blasThreads.Load() > 1 || !ownGemmFits(&g) {
 		return false
 	}
 	j := linearJobs.get()
-	j.g, j.bias, j.y = g, bias, y
+	j.g, j.bias, j.res, j.y = g, bias, res, y
 	p := runtime.GOMAXPROCS(0)
 	switch {
 	case p == 1 || float64(m)*float64(n)*float64(k) < gemmSerialMACs:
@@ -267,6 +273,7 @@ func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, 
 		j.dim = 'n'
 		parallelRun(n, (n+p-1)/p, j)
 	}
+	j.bias, j.res, j.y = nil, nil, nil
 	linearJobs.put(j)
 	return true
 }

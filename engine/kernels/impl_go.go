@@ -40,7 +40,7 @@ func SetBLASThreads(n int) {}
 
 // linearFused has no fused path without cgo: LinearForward composes Sgemm,
 // AddBias and BiasGELUForward.
-func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, z, y []float32) bool {
+func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, res, z, y []float32) bool {
 	return false
 }
 

@@ -1065,7 +1065,7 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 // (last != 0) it also adds bias (if any) and writes y = GELU(C) (if y).
 PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, long ca, const float *b, long ldb,
 	__mmask16 m0, __mmask16 m1, float alpha, float beta, int first, float *c, long ldc, int last,
-	const float *bias, float *y, long ldy) {
+	const float *bias, float *y, long ldy, const float *res, long ldr) {
 	__m512 acc0[PK_MR], acc1[PK_MR];
 	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
 	for (long p = 0; p < kc; p++) {
@@ -1094,6 +1094,10 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
 			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
 		}
+		if (last && res) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
+		}
 		_mm512_mask_storeu_ps(cr, m0, x0);
 		_mm512_mask_storeu_ps(cr + 16, m1, x1);
 		if (last && y) {
@@ -1110,7 +1114,7 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 // sibling hyperthread was busy (the strided rows fall out of the shared L1).
 PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, const float *bp, __mmask16 m0,
 	__mmask16 m1, float alpha, float beta, int first, int last, float *c, long ldc, const float *bias, float *y,
-	long ldy) {
+	long ldy, const float *res, long ldr) {
 	__m512 acc0[PK_MR], acc1[PK_MR];
 	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
 	for (long p = 0; p < kc; p++) {
@@ -1138,6 +1142,10 @@ PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, cons
 			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
 			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
 		}
+		if (last && res) {
+			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
+			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
+		}
 		_mm512_mask_storeu_ps(cr, m0, x0);
 		_mm512_mask_storeu_ps(cr + 16, m1, x1);
 		if (last && y) {
@@ -1151,15 +1159,26 @@ PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, cons
 // operands: all of op(B) once per call in 32-column panels, and each
 // 12-row tile of op(A) before it sweeps the panels.
 static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
-	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res,
+	long ldr) {
 	const long nt = (n + 31) / 32;
 	float *bpk = pk_alloc(nt * k * 32);
 	for (long t = 0; t < nt; t++) {
 		float *dst = bpk + t * k * 32;
+		if (!transb) { // rows of the panel are contiguous: masked vector copies
+			const long j0 = 32 * t, nr = n - j0;
+			const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+			const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+			for (long p = 0; p < k; p++) {
+				_mm512_storeu_ps(dst + 32 * p, _mm512_maskz_loadu_ps(m0, b + p * ldb + j0));
+				_mm512_storeu_ps(dst + 32 * p + 16, _mm512_maskz_loadu_ps(m1, b + p * ldb + j0 + 16));
+			}
+			continue;
+		}
 		for (long p = 0; p < k; p++)
 			for (long u = 0; u < 32; u++) {
 				const long j = 32 * t + u;
-				dst[32 * p + u] = j >= n ? 0.0f : transb ? b[j * ldb + p] : b[p * ldb + j];
+				dst[32 * p + u] = j >= n ? 0.0f : b[j * ldb + p];
 			}
 	}
 	float apk[PK_MR * 1024] __attribute__((aligned(64)));
@@ -1173,19 +1192,20 @@ static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, l
 			const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
 			const float *bp = bpk + t * k * 32, *bb = bias ? bias + j0 : NULL;
 			float *cij = c + i0 * ldc + j0, *yij = y ? y + i0 * ldy + j0 : NULL;
+			const float *rij = res ? res + i0 * ldr + j0 : NULL;
 			switch (mr) {
-			case 12: pk_gemm_tile_packed(12, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 11: pk_gemm_tile_packed(11, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 10: pk_gemm_tile_packed(10, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 9: pk_gemm_tile_packed(9, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 8: pk_gemm_tile_packed(8, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 7: pk_gemm_tile_packed(7, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 6: pk_gemm_tile_packed(6, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 5: pk_gemm_tile_packed(5, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 4: pk_gemm_tile_packed(4, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 3: pk_gemm_tile_packed(3, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			case 2: pk_gemm_tile_packed(2, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy); break;
-			default: pk_gemm_tile_packed(1, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy);
+			case 12: pk_gemm_tile_packed(12, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 11: pk_gemm_tile_packed(11, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 10: pk_gemm_tile_packed(10, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 9: pk_gemm_tile_packed(9, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 8: pk_gemm_tile_packed(8, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 7: pk_gemm_tile_packed(7, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 6: pk_gemm_tile_packed(6, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 5: pk_gemm_tile_packed(5, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 4: pk_gemm_tile_packed(4, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 3: pk_gemm_tile_packed(3, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			case 2: pk_gemm_tile_packed(2, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr); break;
+			default: pk_gemm_tile_packed(1, k, apk, bp, m0, m1, alpha, beta, 1, 1, cij, ldc, bb, yij, ldy, rij, ldr);
 			}
 		}
 	}
@@ -1197,7 +1217,8 @@ static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, l
 // and, per 32-column panel, op(B)'s block, then runs all row tiles on the
 // panel while it sits in L1.
 static void pk_sgemm_short(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
-	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res,
+	long ldr) {
 	enum { KB = 192 };
 	const long mt = (m + PK_MR - 1) / PK_MR;
 	float *apk = pk_alloc(mt * PK_MR * KB);
@@ -1227,14 +1248,15 @@ static void pk_sgemm_short(long m, long n, long k, float alpha, const float *a, 
 				const long i0 = t * PK_MR, mr = m - i0 < PK_MR ? m - i0 : PK_MR;
 				const float *ap = apk + t * PK_MR * KB;
 				float *cij = c + i0 * ldc + j0, *yij = y ? y + i0 * ldy + j0 : NULL;
+				const float *rij = res ? res + i0 * ldr + j0 : NULL;
 				switch (mr) {
-				case 12: pk_gemm_tile_packed(12, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
-				case 8: pk_gemm_tile_packed(8, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
-				case 4: pk_gemm_tile_packed(4, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy); break;
+				case 12: pk_gemm_tile_packed(12, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy, rij, ldr); break;
+				case 8: pk_gemm_tile_packed(8, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy, rij, ldr); break;
+				case 4: pk_gemm_tile_packed(4, kc, ap, bpk, m0, m1, alpha, beta, first, last, cij, ldc, bb, yij, ldy, rij, ldr); break;
 				default:
 					for (long r = 0; r < mr; r++)
 						pk_gemm_tile_packed(1, kc, ap + r, bpk, m0, m1, alpha, beta, first, last, cij + r * ldc, ldc, bb,
-							yij ? yij + r * ldy : NULL, ldy);
+							yij ? yij + r * ldy : NULL, ldy, rij ? rij + r * ldr : NULL, ldr);
 				}
 			}
 		}
@@ -1248,20 +1270,21 @@ static void pk_sgemm_short(long m, long n, long k, float alpha, const float *a, 
 // (transposed B too large to pack) so the caller can use OpenBLAS.
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc) {
-	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0);
+	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0, NULL, 0);
 }
 
 // pk_sgemm_ep is pk_sgemm with an epilogue applied while each output tile
 // is in registers: C += bias (broadcast over rows; NULL for none), then
+// C += res (a residual m×n matrix of row stride ldr; NULL for none), then
 // y = GELU(C) when y is not NULL (row stride ldy).
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
-	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
 	if (m >= 512 && k >= 1 && k <= 1024) {
-		pk_sgemm_tall(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy);
+		pk_sgemm_tall(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy, res, ldr);
 		return 1;
 	}
 	if (m <= 256 && k >= 1) {
-		pk_sgemm_short(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy);
+		pk_sgemm_short(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy, res, ldr);
 		return 1;
 	}
 	float *bp = NULL;
@@ -1278,6 +1301,7 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 			for (long j = 0; j < n; j++) {
 				float x = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
 				if (bias) x += bias[j];
+				if (res) x += res[i * ldr + j];
 				c[i * ldc + j] = x;
 				if (y) y[i * ldy + j] = pk_gelu(x);
 			}
@@ -1305,19 +1329,20 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 				float *cij = c + i0 * ldc + j0;
 				const float *bb = bias ? bias + j0 : NULL;
 				float *yij = y ? y + i0 * ldy + j0 : NULL;
+				const float *rij = res ? res + i0 * ldr + j0 : NULL;
 				switch (mr) {
-				case 12: pk_gemm_tile(12, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 11: pk_gemm_tile(11, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 10: pk_gemm_tile(10, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 9: pk_gemm_tile(9, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 5: pk_gemm_tile(5, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 4: pk_gemm_tile(4, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 3: pk_gemm_tile(3, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				case 2: pk_gemm_tile(2, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy); break;
-				default: pk_gemm_tile(1, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy);
+				case 12: pk_gemm_tile(12, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 11: pk_gemm_tile(11, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 10: pk_gemm_tile(10, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 9: pk_gemm_tile(9, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 8: pk_gemm_tile(8, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 7: pk_gemm_tile(7, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 6: pk_gemm_tile(6, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 5: pk_gemm_tile(5, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 4: pk_gemm_tile(4, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 3: pk_gemm_tile(3, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				case 2: pk_gemm_tile(2, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr); break;
+				default: pk_gemm_tile(1, kc, ai, ra, ca, bj, ldb, m0, m1, alpha, beta, first, cij, ldc, last, bb, yij, ldy, rij, ldr);
 				}
 			}
 		}
@@ -1335,7 +1360,7 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 }
 
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
-	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy) {
+	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
 	return 0;
 }
 #endif

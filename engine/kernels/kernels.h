@@ -37,7 +37,8 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // (AVX-512); without it they decline every product.
 int pk_have_sgemm(void);
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
-	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy);
+	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res,
+	long ldr);
 void pk_axpy(float alpha, const float *x, float *y, long n);
 void pk_add(float *dst, const float *a, const float *b, long n);
 void pk_scale(float alpha, float *x, long n);

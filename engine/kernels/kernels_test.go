@@ -379,3 +379,53 @@ func TestLinearForward(t *testing.T) {
 		setOwnGemm(prev)
 	}
 }
+
+// TestLinearResidualForward compares z = res + x·w + bias with the float64
+// composition SgemmRef + bias + res, for the own kernel (tall, short with
+// several k blocks, generic) and the unfused path, with the tolerance of
+// TestLinearForward (dot products of k unit terms; the residual adds one
+// rounding of a value of the same size). It also checks that the fused
+// result equals LinearForward followed by Add bit for bit, which the
+// engine's inference graph relies on to give the same outputs as the
+// training graph.
+func TestLinearResidualForward(t *testing.T) {
+	r := newRNG(31)
+	for _, own := range []bool{true, false} {
+		prev := setOwnGemm(own)
+		for _, sh := range [][3]int{{600, 64, 64}, {600, 64, 256}, {100, 64, 400}, {300, 70, 64}, {5, 7, 3}} {
+			m, n, k := sh[0], sh[1], sh[2]
+			ldx := k + 2
+			x, w := randn64(r, m*ldx, 1), randn64(r, k*n, 1)
+			bias, res := randn64(r, n, 1), randn64(r, m*n, 4)
+			for _, withBias := range []bool{true, false} {
+				var b64 []float64
+				var b32 []float32
+				if withBias {
+					b64, b32 = bias, to32(bias)
+				}
+				z64 := make([]float64, m*n)
+				SgemmRef(false, false, m, n, k, 1, x, ldx, w, n, 0, z64, n)
+				if withBias {
+					AddBiasRef(z64, m, n, b64)
+				}
+				for i := range z64 {
+					z64[i] += res[i]
+				}
+				z32 := make([]float32, m*n)
+				LinearResidualForward(m, n, k, to32(x), ldx, to32(w), n, b32, to32(res), z32)
+				name := fmt.Sprintf("%d×%d×%d own=%v bias=%v", m, n, k, own, withBias)
+				checkClose(t, name, z32, z64, 1e-5, math.Sqrt(float64(k))+4)
+
+				plain := make([]float32, m*n)
+				LinearForward(m, n, k, to32(x), ldx, to32(w), n, b32, plain, nil)
+				Add(plain, to32(res), plain)
+				for i := range plain {
+					if plain[i] != z32[i] {
+						t.Fatalf("%s: fused %v, unfused %v at %d", name, z32[i], plain[i], i)
+					}
+				}
+			}
+		}
+		setOwnGemm(prev)
+	}
+}
