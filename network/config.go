@@ -50,6 +50,15 @@ type Config struct {
 	// a smooth function of pooled features instead of something every
 	// layer has to discover; the reference width 36 is kept when false.
 	TensorFeatures bool `json:"tensor_features,omitempty"`
+	// GridLinear (grid families) appends each token's raw values y_j to
+	// its features and gives every token position its own input
+	// projection (a prism extension; the reference shares one projection
+	// and adds a positional embedding). Mean pooling over tokens can then
+	// represent any linear statistic Σ_j w_j y_j of the whole grid exactly,
+	// such as Φᵀy, the sufficient statistic of a linear-Gaussian model.
+	// Meant for data of order one (lingauss); the input width grows by the
+	// number of token positions.
+	GridLinear bool `json:"grid_linear,omitempty"`
 	// Training noise levels: ln σ ~ N(LogSigmaMean, LogSigmaStd²), σ
 	// clipped to [SigmaMin, SigmaMax] (reference: −1.2, 1.2, 2e-4, 80).
 	LogSigmaMean float64 `json:"log_sigma_mean"`

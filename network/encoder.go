@@ -28,6 +28,26 @@ type encInput struct {
 // its standard deviation.
 func gridFeatures(p int) int { return 2*p + 2 }
 
+// gridTokenWidth is a grid token's feature count: gridFeatures, plus the
+// P raw values with Config.GridLinear.
+func (n *Net) gridTokenWidth() int {
+	if n.cfg.GridLinear {
+		return gridFeatures(n.cfg.PointsPerToken) + n.cfg.PointsPerToken
+	}
+	return gridFeatures(n.cfg.PointsPerToken)
+}
+
+// gridInputWidth is the width of the encoder's input rows for grid
+// families: one token's features, or with Config.GridLinear one block of
+// gridTokenWidth per token position, only the token's own block non-zero
+// (so that the input projection is a separate matrix per position).
+func (n *Net) gridInputWidth() int {
+	if n.cfg.GridLinear {
+		return n.maxObs * n.gridTokenWidth()
+	}
+	return n.gridTokenWidth()
+}
+
 // gRepeat is how often each b-vector component is repeated in a dMRI
 // token (4 for BEmbed 12).
 func gRepeat(c Config) int { return (c.BEmbed + 2) / 3 }
@@ -91,10 +111,28 @@ func (n *Net) fillEncoder(in *encInput, designs []family.Design, xs [][]float64)
 		if in.T > n.maxObs {
 			return fmt.Errorf("%d grid values need %d tokens, the network has positions for %d", m, in.T, n.maxObs)
 		}
-		f := gridFeatures(n.cfg.PointsPerToken)
-		in.Feat = resize(in.Feat, b*in.T*f)
+		p, w := n.cfg.PointsPerToken, n.gridInputWidth()
+		in.Feat = resize(in.Feat, b*in.T*w)
+		if !n.cfg.GridLinear {
+			for i, x := range xs {
+				gridTokens(x, p, in.Feat[i*in.T*w:(i+1)*in.T*w])
+			}
+			return nil
+		}
+		clear(in.Feat)
+		f0, tw := gridFeatures(p), n.gridTokenWidth()
+		tok := make([]float32, in.T*f0)
 		for i, x := range xs {
-			gridTokens(x, n.cfg.PointsPerToken, in.Feat[i*in.T*f:(i+1)*in.T*f])
+			gridTokens(x, p, tok)
+			for t := range in.T {
+				row := in.Feat[(i*in.T+t)*w+t*tw : (i*in.T+t)*w+(t+1)*tw]
+				copy(row, tok[t*f0:(t+1)*f0])
+				for j := range p {
+					if k := t*p + j; k < len(x) {
+						row[f0+j] = float32(x[k])
+					}
+				}
+			}
 		}
 		return nil
 	}
@@ -208,7 +246,7 @@ func (n *Net) encode(g *engine.Graph, in *encInput) *engine.Tensor {
 	c := n.cfg
 	var h *engine.Tensor
 	if n.grid {
-		x := g.Input(in.Feat, in.B, in.T, gridFeatures(c.PointsPerToken))
+		x := g.Input(in.Feat, in.B, in.T, n.gridInputWidth())
 		pos := n.encPos
 		if in.T < n.maxObs {
 			pos = g.Slice(pos, 0, 0, in.T)

@@ -123,6 +123,9 @@ func New(f family.Family, cfg Config, seed uint64) (*Net, error) {
 		n.grid = true
 		n.maxObs = (d0.N + cfg.PointsPerToken - 1) / cfg.PointsPerToken
 	case 4:
+		if cfg.GridLinear {
+			return nil, fmt.Errorf("network: grid_linear is for grid families; %s is a dMRI family", f.Name())
+		}
 	default:
 		return nil, fmt.Errorf("network: family %s has %d covariates per measurement; the encoders handle 1 (grid) or 4 (dMRI)", f.Name(), d0.CovDim)
 	}
@@ -173,7 +176,7 @@ func (n *Net) build(comps []family.Component) {
 
 	enc := s.Scope("enc")
 	if n.grid {
-		n.encW = enc.New("in.w", vs1, gridFeatures(c.PointsPerToken), d)
+		n.encW = enc.New("in.w", vs1, n.gridInputWidth(), d)
 		n.encPos = enc.New("pos", engine.Normal(1), n.maxObs, d)
 	} else {
 		n.encFourier = enc.New("fourier", engine.Normal(1), (c.BEmbed+1)/2, 1)
