@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/prismsbi/prism/engine"
+	"github.com/prismsbi/prism/engine/kernels"
 )
 
 // sampleRows is the number of masks SampleMasks decodes at once.
@@ -387,16 +389,81 @@ func (n *Net) DenoiseMasked(g *engine.Graph, enc *engine.Tensor, cross *ParamCro
 	if len(sub) == 0 { // no parameters: D = θ_σ
 		return g.Mul(thetaSigma, g.Input(coefA, 1, dm)), nil
 	}
-	thIn := g.Scale(thetaSigma, float32(CIn(sigma)))
 	var kv []*engine.Tensor
+	var tw tokenTables
 	if cross != nil {
 		if cross.enc != enc {
 			return nil, fmt.Errorf("network: DenoiseMasked with cross-attention keys of other encoder tokens")
 		}
-		kv = cross.kv
+		kv, tw = cross.kv, cross.tables(n, sub)
+	} else {
+		kv, tw = n.pdec.crossKV(g, enc), n.subsetWeights(g, sub)
 	}
-	f := n.paramForwardTokens(g, enc, kv, thIn, g.Input([]float32{float32(CNoise(sigma))}, 1, 1), engine.Mask{}, sub, segs)
-	return g.Add(g.Mul(thetaSigma, g.Input(coefA, 1, dm)), g.Mul(f, g.Input(coefB, 1, dm))), nil
+	mods := n.pdec.modulations(g, g.Input([]float32{float32(CNoise(sigma))}, 1, 1))
+	cin := float32(CIn(sigma))
+	nch := maskedChunks(b, len(sub))
+	if nch == 1 {
+		f := n.paramTokens(g, tw, mods, kv, g.Scale(thetaSigma, cin), engine.Mask{}, sub, segs)
+		return g.Add(g.Mul(thetaSigma, g.Input(coefA, 1, dm)), g.Mul(f, g.Input(coefB, 1, dm))), nil
+	}
+	// Row chunks run whole on one core each (their kernels inline), see
+	// maskedChunkTokens.
+	out := g.Zeros(b, dm)
+	kernels.ParallelForGrain(nch, 1, func(lo, hi int) {
+		gw, _ := n.chunkGraphs.Get().(*engine.Graph)
+		if gw == nil {
+			gw = engine.NewInferenceGraph()
+		}
+		for c := lo; c < hi; c++ {
+			r0, r1 := c*b/nch, (c+1)*b/nch
+			gw.Reset()
+			th := thetaSigma.Data[r0*dm : r1*dm]
+			f := n.paramTokens(gw, tw, mods, kv, gw.Scale(gw.Input(th, r1-r0, dm), cin), engine.Mask{}, sub, chunkSegments(segs, r0, r1))
+			dst := out.Data[r0*dm : r1*dm]
+			for i := range r1 - r0 {
+				for j := range dm {
+					k := i*dm + j
+					// Explicit conversions keep the two products rounded
+					// (no fused multiply-add), as in the graph's Mul/Add.
+					dst[k] = float32(th[k]*coefA[j]) + float32(f.Data[k]*coefB[j])
+				}
+			}
+		}
+		n.chunkGraphs.Put(gw)
+	})
+	return out, nil
+}
+
+// maskedChunkTokens is the number of tokens (rows × active parameter
+// tokens) per row chunk of DenoiseMasked. A chunk runs the whole parameter
+// decoder on one core, so its activations (the MLP's hidden layer is
+// 1 KB per token at D = 64) stay in that core's L2 cache instead of making
+// a round trip through memory between kernels, and the cores synchronise
+// once per chunk instead of once per kernel (dozens per layer). At least
+// 512 tokens keep the product's tall packed kernel (m ≥ 512).
+const maskedChunkTokens = 1024
+
+// maskedChunks returns the number of row chunks for b rows of t tokens:
+// 1 below two chunks' worth, else about maskedChunkTokens tokens each (on
+// one core too: the chunks then run in turn, for the cache).
+func maskedChunks(b, t int) int {
+	if b*t < 2*maskedChunkTokens {
+		return 1
+	}
+	return max(1, b*t/maskedChunkTokens)
+}
+
+// chunkSegments returns the segments of rows [r0, r1) of segs, renumbered
+// from 0.
+func chunkSegments(segs []engine.Segment, r0, r1 int) []engine.Segment {
+	var out []engine.Segment
+	for _, s := range segs {
+		lo, hi := max(s.Row, r0), min(s.Row+s.Rows, r1)
+		if lo < hi {
+			out = append(out, engine.Segment{Row: lo - r0, Rows: hi - lo, Obs: s.Obs})
+		}
+	}
+	return out
 }
 
 // ParamCross holds the parameter decoder's cross-attention keys and values
@@ -404,11 +471,37 @@ func (n *Net) DenoiseMasked(g *engine.Graph, enc *engine.Tensor, cross *ParamCro
 type ParamCross struct {
 	enc *engine.Tensor
 	kv  []*engine.Tensor
+
+	// The token weights of the masks' token subsets, assembled on first
+	// use on a graph of their own (DenoiseMasked re-assembled them on
+	// every call).
+	mu  sync.Mutex
+	g   *engine.Graph
+	tok map[uint64]tokenTables
 }
 
 // ParamCrossKV projects encoder tokens enc [Be, Tk, D] to the keys and
 // values of every parameter-decoder block, on g; the result stays valid as
-// long as g is not reset.
+// long as g is not reset and the network's parameters do not change.
 func (n *Net) ParamCrossKV(g *engine.Graph, enc *engine.Tensor) *ParamCross {
 	return &ParamCross{enc: enc, kv: n.pdec.crossKV(g, enc)}
+}
+
+// tables returns the token weights of the subset sub, cached.
+func (c *ParamCross) tables(n *Net, sub []int) tokenTables {
+	var key uint64
+	for _, ti := range sub {
+		key |= 1 << uint(ti)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tw, ok := c.tok[key]; ok {
+		return tw
+	}
+	if c.g == nil {
+		c.g, c.tok = engine.NewInferenceGraph(), map[uint64]tokenTables{}
+	}
+	tw := n.subsetWeights(c.g, sub)
+	c.tok[key] = tw
+	return tw
 }

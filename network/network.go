@@ -94,6 +94,9 @@ type Net struct {
 	// tables (*samplerState) across calls: a fresh graph re-grows its arena
 	// as the number of prefix groups grows, step after step.
 	samplers sync.Pool
+	// chunkGraphs recycles the inference graphs of DenoiseMasked's row
+	// chunks (one per core at a time).
+	chunkGraphs sync.Pool
 }
 
 // New builds the network for family f with configuration cfg, drawing the

@@ -404,3 +404,82 @@ func TestDenoiseMaskedMatchesDenoise(t *testing.T) {
 		}
 	}
 }
+
+// TestDenoiseMaskedChunks checks DenoiseMasked on batches large enough to
+// be split into row chunks that run concurrently on their own graphs
+// (maskedChunks > 1), with observations in unequal numbers of rows so that
+// chunk boundaries cut segments, with and without precomputed
+// cross-attention keys (and cached token weights, reused at a second noise
+// level): every row must match Denoise of the whole batch to the
+// summation-order tolerance of TestDenoiseMaskedMatchesDenoise.
+func TestDenoiseMaskedChunks(t *testing.T) {
+	n := newNet(t, "b3s", tinyConfig, 7)
+	perturbParams(n, 0.3, 8)
+	const nObs, r = 3, 200
+	s := simulate(n.fam, 11, 0, nObs)
+	dm := n.dmax
+	mask := make([]bool, n.c)
+	for i := range mask {
+		mask[i] = true
+	}
+	masks := make([][]bool, nObs*r)
+	th := make([]float32, nObs*r*dm)
+	rr := rand.New(rand.NewPCG(4, 4))
+	for i := range masks {
+		masks[i] = mask
+		for j := range dm {
+			th[i*dm+j] = float32(rr.NormFloat64())
+		}
+	}
+	// Observation 1 keeps a third of its rows.
+	var rows, rowObs []int
+	for k := range nObs * r {
+		if k/r != 1 || k%3 == 0 {
+			rows, rowObs = append(rows, k), append(rowObs, k/r)
+		}
+	}
+	active := make([]bool, dm)
+	n.layout.Active(mask, active)
+	tokActive := make([]bool, len(n.tokens))
+	n.tokenActivity(mask, active, tokActive)
+	nt := 0
+	for _, a := range tokActive {
+		if a {
+			nt++
+		}
+	}
+	if c := maskedChunks(len(rows), nt); c < 2 {
+		t.Fatalf("%d rows of %d tokens run as %d chunk(s); the test needs several", len(rows), nt, c)
+	}
+	g := engine.NewInferenceGraph()
+	enc := encodeSamples(t, n, g, s)
+	sub := make([]float32, len(rows)*dm)
+	for a, k := range rows {
+		copy(sub[a*dm:(a+1)*dm], th[k*dm:(k+1)*dm])
+	}
+	cross := n.ParamCrossKV(g, enc)
+	for _, sigma := range []float64{0.7, 3} {
+		full, err := n.Denoise(g, enc, masks, g.Input(th, nObs*r, dm), []float64{sigma})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale := 0.0
+		for _, v := range full.Data {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		for _, c := range []*ParamCross{cross, nil} {
+			got, err := n.DenoiseMasked(g, enc, c, mask, rowObs, g.Input(sub, len(rows), dm), sigma)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for a, k := range rows {
+				for j := range dm {
+					w, v := float64(full.Data[k*dm+j]), float64(got.Data[a*dm+j])
+					if math.Abs(w-v) > 2e-5*scale {
+						t.Fatalf("σ %v cross %v row %d dim %d: DenoiseMasked %v, Denoise %v", sigma, c != nil, k, j, v, w)
+					}
+				}
+			}
+		}
+	}
+}

@@ -155,9 +155,23 @@ func (n *Net) paramForward(g *engine.Graph, enc, thIn, cNoise *engine.Tensor, ma
 // the cross-attention keys and values kv of enc precomputed (nil: computed
 // here).
 func (n *Net) paramForwardTokens(g *engine.Graph, enc *engine.Tensor, kv []*engine.Tensor, thIn, cNoise *engine.Tensor, mask engine.Mask, sub []int, segs []engine.Segment) *engine.Tensor {
-	b, d, dp, dm := thIn.Shape[0], n.cfg.ModelDim, n.dPad, n.dmax
-	t := len(n.tokens)
-	gi := n.gatherSubset(b, sub)
+	if kv == nil {
+		kv = n.pdec.crossKV(g, enc)
+	}
+	return n.paramTokens(g, n.subsetWeights(g, sub), n.pdec.modulations(g, cNoise), kv, thIn, mask, sub, segs)
+}
+
+// tokenTables are the per-token weights of a token subset (see
+// tokenWeights): identities [T, 1, D], value encoders [T, dPad, D],
+// decoders [T, D, dPad] and decoder biases [T, 1, dPad].
+type tokenTables struct {
+	ids, enc, dec, decB *engine.Tensor
+}
+
+// subsetWeights returns tokenWeights restricted to the tokens in sub (nil:
+// all tokens), on g.
+func (n *Net) subsetWeights(g *engine.Graph, sub []int) tokenTables {
+	d, dp, t := n.cfg.ModelDim, n.dPad, len(n.tokens)
 	ids, wEnc, wDec, bDec := n.tokenWeights(g)
 	if sub != nil {
 		idx := make([]int32, len(sub))
@@ -169,19 +183,27 @@ func (n *Net) paramForwardTokens(g *engine.Graph, enc *engine.Tensor, kv []*engi
 		wEnc = g.Reshape(g.Embedding(g.Reshape(wEnc, t, dp*d), idx, tt), tt, dp, d)
 		wDec = g.Reshape(g.Embedding(g.Reshape(wDec, t, d*dp), idx, tt), tt, d, dp)
 		bDec = g.Reshape(g.Embedding(g.Reshape(bDec, t, dp), idx, tt), tt, 1, dp)
-		t = tt
 	}
+	return tokenTables{ids, wEnc, wDec, bDec}
+}
+
+// paramTokens is the parameter decoder on the preconditioned values thIn
+// [B, DMax] over the token subset sub (nil: all) with the subset's token
+// weights tw, the AdaLN modulations mods and the cross-attention keys and
+// values kv; mask and segs as in paramForwardTokens. tw, mods and kv may
+// live on other graphs (they are only read), so that callers can compute
+// them once and evaluate many batches.
+func (n *Net) paramTokens(g *engine.Graph, tw tokenTables, mods, kv []*engine.Tensor, thIn *engine.Tensor, mask engine.Mask, sub []int, segs []engine.Segment) *engine.Tensor {
+	b, d, dp, dm := thIn.Shape[0], n.cfg.ModelDim, n.dPad, n.dmax
+	t := tw.ids.Shape[0]
+	gi := n.gatherSubset(b, sub)
 	table := g.Concat(0, g.Reshape(thIn, b*dm, 1), g.Zeros(1, 1))
 	vals := g.Reshape(g.Embedding(table, gi.in, t, b, dp), t, b, dp)
-	tok := g.Add(g.MatMul(vals, wEnc, false, false), ids) // [T, B, D]
+	tok := g.Add(g.MatMul(vals, tw.enc, false, false), tw.ids) // [T, B, D]
 	x := g.Embedding(g.Reshape(tok, t*b, d), gi.toBT, b, t)
-	mods := n.pdec.modulations(g, cNoise)
-	if kv == nil {
-		kv = n.pdec.crossKV(g, enc)
-	}
 	h := n.pdec.decode(g, n.cfg.Heads, x, mods, kv, mask, segs)
 	hT := g.Embedding(g.Reshape(h, b*t, d), gi.toTB, t, b)
-	o := g.Add(g.MatMul(hT, wDec, false, false), bDec) // [T, B, dPad]
+	o := g.Add(g.MatMul(hT, tw.dec, false, false), tw.decB) // [T, B, dPad]
 	flat := g.Reshape(o, t*b*dp, 1)
 	if sub != nil {
 		flat = g.Concat(0, flat, g.Zeros(1, 1))
