@@ -122,3 +122,35 @@ func TestShippedConfigs(t *testing.T) {
 		t.Errorf("configs/ holds %v, want %v", got, want)
 	}
 }
+
+// TestValidationConfigs loads the configurations of the recorded
+// validation runs (configs/validation/, docs/validation.md): each must
+// parse strictly, validate, bound its run and build its network.
+func TestValidationConfigs(t *testing.T) {
+	paths, err := filepath.Glob("../configs/validation/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatal("no configs in configs/validation")
+	}
+	for _, p := range paths {
+		c, err := LoadConfig(p, "")
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		f, err := family.Lookup(c.Family)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if err := c.Validate(f); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if _, err := network.New(f, c.Network, 1); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
