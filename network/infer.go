@@ -441,7 +441,7 @@ func (n *Net) DenoiseMasked(g *engine.Graph, enc *engine.Tensor, cross *ParamCro
 // a round trip through memory between kernels, and the cores synchronise
 // once per chunk instead of once per kernel (dozens per layer). At least
 // 512 tokens keep the product's tall packed kernel (m ≥ 512).
-const maskedChunkTokens = 1024
+const maskedChunkTokens = 512
 
 // maskedChunks returns the number of row chunks for b rows of t tokens:
 // 1 below two chunks' worth, else about maskedChunkTokens tokens each (on

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/prismsbi/prism/internal/cputime"
@@ -368,4 +369,34 @@ func BenchmarkLinearGELU(b *testing.B) {
 func processCPU() float64 {
 	s, _ := cputime.Seconds()
 	return s
+}
+
+// BenchmarkLinearChunk runs the parameter decoder's forward products at the
+// sizes of one row chunk of network.DenoiseMasked (≈ 540 tokens, or half
+// of that when a nested call is split in two pieces), serially as inside a
+// chunk: QKV (64 → 192), the attention outputs (64 → 64), the MLP (64 →
+// 256 with GELU, 256 → 64 with the residual).
+func BenchmarkLinearChunk(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, m := range []int{270, 540} {
+		for _, kn := range [][2]int{{64, 192}, {64, 64}, {64, 256}, {256, 64}} {
+			k, n := kn[0], kn[1]
+			x, w, bias, res := benchBuf(m*k), benchBuf(k*n), benchBuf(n), benchBuf(m*n)
+			z, y := make([]float32, m*n), make([]float32, m*n)
+			b.Run(fmt.Sprintf("M%d_K%d_N%d", m, k, n), func(b *testing.B) {
+				c0 := cpuStart()
+				for b.Loop() {
+					switch {
+					case n == 256:
+						LinearForward(m, n, k, x, k, w, n, bias, z, y)
+					case k == 256:
+						LinearResidualForward(m, n, k, x, k, w, n, bias, res, z)
+					default:
+						LinearForward(m, n, k, x, k, w, n, bias, z, nil)
+					}
+				}
+				reportGFLOPS(b, 2*float64(m*n*k), c0)
+			})
+		}
+	}
 }
