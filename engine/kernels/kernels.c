@@ -1205,7 +1205,7 @@ static void pk_pack_a(long mr, long k, const float *a, long ra, long ca, float *
 		for (long r = 0; r < mr; r++) apk[PK_MR * p + r] = a[r * ra + p * ca];
 }
 
-// pk_sgemm_tall is pk_sgemm_ep for m ≥ 512 and k ≤ 1024 with packed
+// pk_sgemm_tall is pk_sgemm_ep for m > 256 and k ≤ 1024 with packed
 // operands: all of op(B) once per call in 32-column panels, and each
 // 12-row tile of op(A) before it sweeps the panels.
 static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
@@ -1328,7 +1328,7 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // y = GELU(C) when y is not NULL (row stride ldy).
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
-	if (m >= 512 && k >= 1 && k <= 1024) {
+	if (m > 256 && k >= 1 && k <= 1024) {
 		pk_sgemm_tall(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy, res, ldr);
 		return 1;
 	}
