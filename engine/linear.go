@@ -64,14 +64,16 @@ func (g *Graph) LinearGELU(x, w, bias *Tensor) *Tensor {
 	}
 	m, n := x.Rows(), w.Shape[1]
 	out := g.newLike(g.anyGrad(x, w, bias), x.Shape, n)
+	if !out.requiresGrad { // no backward: GELU in place, no pre-activation kept
+		kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), out.Data, out.Data)
+		return out
+	}
 	z := g.buf(m * n)
 	kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), z, out.Data)
-	if out.requiresGrad {
-		nd := g.record(out, linearGELUBackward)
-		nd.a, nd.b, nd.c = x, w, bias
-		nd.s0, nd.s1 = z, g.buf(m*n)
-		nd.i0, nd.i1, nd.i2 = m, k, n
-	}
+	nd := g.record(out, linearGELUBackward)
+	nd.a, nd.b, nd.c = x, w, bias
+	nd.s0, nd.s1 = z, g.buf(m*n)
+	nd.i0, nd.i1, nd.i2 = m, k, n
 	return out
 }
 

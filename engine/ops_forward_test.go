@@ -92,6 +92,16 @@ func TestLinearForward(t *testing.T) {
 		want[i] = 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 	}
 	assertClose(t, "LinearGELU", z.Data, want, fwdTol)
+	// Without gradients LinearGELU computes GELU in place (no
+	// pre-activation kept); with them it keeps z for the backward. The
+	// values agree bit for bit.
+	gt := NewGraph()
+	zt := gt.LinearGELU(gt.Input(x, 2, 3, 5), gt.Variable(w, 5, 3), gt.Input(b, 3))
+	for i := range z.Data {
+		if zt.Data[i] != z.Data[i] {
+			t.Fatalf("LinearGELU without gradients %v, with %v at %d", z.Data[i], zt.Data[i], i)
+		}
+	}
 }
 
 // TestLinearResidualForward checks LinearResidual against r + x·W + b

@@ -1134,6 +1134,11 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
 			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
 		}
+		if (last && y == c) { // GELU in place: the pre-activation is not kept
+			_mm512_mask_storeu_ps(cr, m0, pk_gelu16(x0));
+			_mm512_mask_storeu_ps(cr + 16, m1, pk_gelu16(x1));
+			continue;
+		}
 		_mm512_mask_storeu_ps(cr, m0, x0);
 		_mm512_mask_storeu_ps(cr + 16, m1, x1);
 		if (last && y) {
@@ -1181,6 +1186,11 @@ PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, cons
 		if (last && res) {
 			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
 			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
+		}
+		if (last && y == c) { // GELU in place: the pre-activation is not kept
+			_mm512_mask_storeu_ps(cr, m0, pk_gelu16(x0));
+			_mm512_mask_storeu_ps(cr + 16, m1, pk_gelu16(x1));
+			continue;
 		}
 		_mm512_mask_storeu_ps(cr, m0, x0);
 		_mm512_mask_storeu_ps(cr + 16, m1, x1);
@@ -1361,7 +1371,9 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // pk_sgemm_ep is pk_sgemm with an epilogue applied while each output tile
 // is in registers: C += bias (broadcast over rows; NULL for none), then
 // C += res (a residual m×n matrix of row stride ldr; NULL for none), then
-// y = GELU(C) when y is not NULL (row stride ldy).
+// y = GELU(C) when y is not NULL (row stride ldy). y == c (with ldy ==
+// ldc) stores GELU(C) in place of C: partial sums of earlier k blocks
+// still go through C, only the last block's store is replaced.
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
 	if (m > 256 && k >= 1 && k <= 1024) {

@@ -346,7 +346,7 @@ func TestLinearForward(t *testing.T) {
 	r := newRNG(29)
 	for _, own := range []bool{true, false} {
 		prev := setOwnGemm(own)
-		for _, sh := range [][3]int{{600, 256, 64}, {20, 1000, 64}, {5, 7, 3}} {
+		for _, sh := range [][3]int{{600, 256, 64}, {300, 40, 400}, {100, 64, 400}, {20, 1000, 64}, {5, 7, 3}} {
 			m, n, k := sh[0], sh[1], sh[2]
 			ldx := k + 2
 			x, w := randn64(r, m*ldx, 1), randn64(r, k*n, 1)
@@ -372,6 +372,14 @@ func TestLinearForward(t *testing.T) {
 					checkClose(t, name+" z", z32, z64, 1e-5, math.Sqrt(float64(k)))
 					if withGELU {
 						checkClose(t, name+" y", y32, y64, 1e-5, math.Sqrt(float64(k)))
+						// In place (y = z): the same activations bit for bit.
+						in := make([]float32, m*n)
+						LinearForward(m, n, k, to32(x), ldx, to32(w), n, b32, in, in)
+						for i := range in {
+							if in[i] != y32[i] {
+								t.Fatalf("%s: in place %v, separate %v at %d", name, in[i], y32[i], i)
+							}
+						}
 					}
 				}
 			}

@@ -7,7 +7,9 @@ package kernels
 // backward is BiasGELUBackward(dy, z, ...) followed by the two Sgemm
 // products. With cgo and the network's (skinny) shapes the bias and GELU
 // are applied while each output tile is still in registers: one pass over
-// the output instead of three (Sgemm, bias, GELU).
+// the output instead of three (Sgemm, bias, GELU). y may be z itself
+// (inference, where the pre-activation is not needed): z then receives
+// GELU(x·w + bias) only, and the fused path skips a store per element.
 func LinearForward(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, z, y []float32) {
 	checkGemm(false, false, m, n, k, x, ldx, w, ldw, z, n)
 	checkOpt("bias", bias, n)
