@@ -210,7 +210,7 @@ func tileMask(r interface{ Float64() float64 }, s AttnShape) Mask {
 // probability matrix, against the float64 reference on shapes with many
 // tiles and a partial last one (Tq ≫ Tk, Tq not a multiple of the tile or
 // of four), KV-cache decoding (Tq = 1), masked and fully masked rows (whose
-// output must be exactly zero), Dh = 16 and odd Dh. Tolerance as in
+// output must be exactly zero), Dh = 16 and odd Dh, and few keys. Tolerance as in
 // TestAttentionMatchesReference: outputs are convex combinations of v with
 // weights from ≤ 16-term dot products and ≤ 300-term sums, so float32
 // errors are a few hundred ulp of the largest value, 1e-5 relative.
@@ -223,6 +223,12 @@ func TestAttentionInferenceMatchesReference(t *testing.T) {
 		{"decode-Tq1-Tk105-Dh16", AttnShape{B: 7, Tq: 1, Tk: 105, H: 4, Dh: 16}, noMask},
 		{"decode-Tq1-masked-Dh7", AttnShape{B: 5, Tq: 1, Tk: 50, H: 2, Dh: 7}, blockMask},
 		{"long-keys-Tq9-Tk3000-Dh16", AttnShape{B: 1, Tq: 9, Tk: 3000, H: 2, Dh: 16}, tileMask},
+		// Unmasked with at most 16 keys and Dh = 16: the tiny kernel
+		// (the denoiser's self-attention over a row's parameter tokens,
+		// fused QKV strides), at the extremes Tk = 1 and 16.
+		{"self-tiny-T7-fusedqkv-Dh16", AttnShape{B: 50, Tq: 7, Tk: 7, H: 4, Dh: 16, LdQ: 192, LdK: 192, LdV: 192, LdO: 70}, noMask},
+		{"tiny-Tq13-Tk16-Dh16", AttnShape{B: 3, Tq: 13, Tk: 16, H: 2, Dh: 16, LdK: 40, LdV: 33}, noMask},
+		{"tiny-Tq3-Tk1-Dh16", AttnShape{B: 4, Tq: 3, Tk: 1, H: 2, Dh: 16}, noMask},
 	}
 	for ci, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -179,6 +179,16 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		reportGFLOPS(b, 4*float64(1000*benchH*8*8*benchDh), c0)
 	})
+	// The same for one row chunk of network.DenoiseMasked (77 rows of the
+	// full b3s model's 7 active tokens), whose operands stay in cache.
+	cs := AttnShape{B: 77, Tq: 7, Tk: 7, H: benchH, Dh: benchDh, LdQ: 3 * benchD, LdK: 3 * benchD, LdV: 3 * benchD}
+	b.Run("self_B77_T7", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			AttentionForward(cs, sqkv, sqkv[benchD:], sqkv[2*benchD:], Mask{}, sout, nil)
+		}
+		reportGFLOPS(b, 4*float64(77*benchH*7*7*benchDh), c0)
+	})
 	b.Run("cross_Tq2048_Tk105", func(b *testing.B) {
 		c0 := cpuStart()
 		for b.Loop() {

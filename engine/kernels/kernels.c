@@ -70,6 +70,35 @@ PK_INLINE __m512 pk_exp16(__m512 x) {
 	return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ), y,
 		_mm512_setzero_ps());
 }
+
+// pk_transpose16x16 transposes the 16×16 block r[0..15] (row i = 16 floats)
+// in registers: afterwards r[j] holds column j. Two unpack stages
+// interleave 2×2 and 4×4 blocks inside each 128-bit lane, two 128-bit lane
+// shuffles gather the four lanes.
+PK_INLINE void pk_transpose16x16(__m512 r[16]) {
+	__m512 t[16], u[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+		u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+		u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+		u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+	}
+	// u[4g + j], 128-bit lane L: rows 4g…4g+3 of column 4L + j.
+	for (int j = 0; j < 4; j++) {
+		const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
+		const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
+		const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
+		const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
+		r[j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(2, 0, 2, 0));
+		r[8 + j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(3, 1, 3, 1));
+		r[4 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(2, 0, 2, 0));
+		r[12 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(3, 1, 3, 1));
+	}
+}
 #endif
 
 // ---- bias ---------------------------------------------------------------
@@ -860,9 +889,72 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 	free(scr.heap);
 }
 
+#ifdef __AVX512F__
+// pk_attn_fwd_tiny16 is the inference forward without a mask for Dh = 16
+// and at most 16 keys: the self-attention over a row's few parameter
+// tokens in the denoiser. The general body spends most of its time there
+// on set-up per (batch, head) pair (gathers into a zeroed transposed key
+// buffer, scores, softmax and P·V each through memory); here the keys are
+// transposed in registers, and a query's 16 scores, its softmax and its
+// probabilities stay in one vector. The sums are formed as in the general
+// body (scores over d in order from the scaled query, P·V over j in
+// order), so results agree to float32 rounding of the normalisation.
+static void pk_attn_fwd_tiny16(const pk_attn_shape *s, const float *q, const float *k, const float *v, float *out,
+	long lo, long hi) {
+	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
+	const __mmask16 valid = (__mmask16)((1u << Tk) - 1);
+	const __m512 scale = _mm512_set1_ps(1.0f / sqrtf(16.0f));
+	float qs[8][16] __attribute__((aligned(64))), pr[8][16] __attribute__((aligned(64)));
+	for (long bh = lo; bh < hi; bh++) {
+		const long b = bh / H, h = bh % H;
+		const float *Q = q + b * Tq * s->ldq + h * 16;
+		const float *K = k + b * Tk * s->ldk + h * 16;
+		const float *V = v + b * Tk * s->ldv + h * 16;
+		float *O = out + b * Tq * s->ldo + h * 16;
+		__m512 kt[16];
+		for (long j = 0; j < 16; j++) kt[j] = j < Tk ? _mm512_loadu_ps(K + j * s->ldk) : _mm512_setzero_ps();
+		pk_transpose16x16(kt); // kt[d]: component d of every key
+		// Up to eight queries at a time, each step over d or j feeding
+		// eight independent FMA chains: one query's chain of 16 dependent
+		// FMAs (64 cycles) per score vector left the core mostly idle.
+		for (long i0 = 0; i0 < Tq; i0 += 8) {
+			const long nq = Tq - i0 < 8 ? Tq - i0 : 8;
+			__m512 sc[8];
+			for (long r = 0; r < 8; r++) {
+				sc[r] = _mm512_setzero_ps();
+				if (r < nq) _mm512_store_ps(qs[r], _mm512_mul_ps(_mm512_loadu_ps(Q + (i0 + r) * s->ldq), scale));
+			}
+			for (long d = 0; d < 16; d++)
+				for (long r = 0; r < 8; r++)
+					if (r < nq) sc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qs[r][d]), kt[d], sc[r]);
+			for (long r = 0; r < nq; r++) {
+				const __m512 x = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), sc[r]);
+				const __m512 e = pk_exp16(_mm512_sub_ps(x, _mm512_set1_ps(_mm512_reduce_max_ps(x))));
+				const float inv = 1.0f / _mm512_reduce_add_ps(e);
+				_mm512_store_ps(pr[r], _mm512_mul_ps(e, _mm512_set1_ps(inv)));
+			}
+			__m512 o[8];
+			for (long r = 0; r < 8; r++) o[r] = _mm512_setzero_ps();
+			for (long j = 0; j < Tk; j++) {
+				const __m512 vj = _mm512_loadu_ps(V + j * s->ldv);
+				for (long r = 0; r < 8; r++)
+					if (r < nq) o[r] = _mm512_fmadd_ps(_mm512_set1_ps(pr[r][j]), vj, o[r]);
+			}
+			for (long r = 0; r < nq; r++) _mm512_storeu_ps(O + (i0 + r) * s->ldo, o[r]);
+		}
+	}
+}
+#endif
+
 void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
 	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi) {
 	const pk_attn_shape sh = {0, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo}, *s = &sh;
+#ifdef __AVX512F__
+	if (Dh == 16 && Tk >= 1 && Tk <= 16 && !allow && !probs) {
+		pk_attn_fwd_tiny16(s, q, k, v, out, lo, hi);
+		return;
+	}
+#endif
 	switch (s->Dh) {
 	case 16: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, 16); break;
 	case 32: pk_attn_fwd_body(s, q, k, v, allow, bstride, out, probs, lo, hi, 32); break;
@@ -1201,36 +1293,6 @@ PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, cons
 	}
 }
 
-// pk_transpose12x16 transposes rows r[0..11] (16 floats each; rows 12–15
-// are taken as zero) in registers: afterwards lanes 0–11 of r[j] hold
-// column j. Two unpack stages interleave 2×2 and 4×4 blocks inside each
-// 128-bit lane, two 128-bit lane shuffles gather the four lanes.
-PK_INLINE void pk_transpose12x16(__m512 r[16]) {
-	__m512 t[16], u[16];
-	for (int i = 12; i < 16; i++) r[i] = _mm512_setzero_ps();
-	for (int i = 0; i < 16; i += 2) {
-		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-	}
-	for (int i = 0; i < 16; i += 4) {
-		u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-		u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-		u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-		u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-	}
-	// u[4g + j], 128-bit lane L: rows 4g…4g+3 of column 4L + j.
-	for (int j = 0; j < 4; j++) {
-		const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
-		const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
-		const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
-		const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
-		r[j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(2, 0, 2, 0));
-		r[8 + j] = _mm512_shuffle_f32x4(v0, w0, _MM_SHUFFLE(3, 1, 3, 1));
-		r[4 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(2, 0, 2, 0));
-		r[12 + j] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(3, 1, 3, 1));
-	}
-}
-
 // pk_pack_a packs mr ≤ PK_MR rows of op(A) (op(A)(i, p) = a[i·ra + p·ca])
 // over k as [p][PK_MR]. Full tiles of row-major A (ca = 1, the forward
 // products) are transposed 16 columns at a time in registers: the scalar
@@ -1243,7 +1305,8 @@ static void pk_pack_a(long mr, long k, const float *a, long ra, long ca, float *
 		for (; p + 16 <= k; p += 16) {
 			__m512 r[16];
 			for (int i = 0; i < PK_MR; i++) r[i] = _mm512_loadu_ps(a + i * ra + p);
-			pk_transpose12x16(r);
+			for (int i = PK_MR; i < 16; i++) r[i] = _mm512_setzero_ps();
+			pk_transpose16x16(r);
 			for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(apk + PK_MR * (p + j), 0x0FFF, r[j]);
 		}
 	}
