@@ -705,6 +705,43 @@ PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned cha
 #endif
 }
 
+#if defined(__AVX512F__)
+// pk_softmax4 normalises four unmasked rows of scores (row stride ldp, tk
+// keys, blocks of 16 padded to ldp) in place, exactly as pk_softmax_row and
+// the division by the sum do row by row, but interleaved: one row's chain of
+// dependent maxima, reductions, exponentials and sums left most of the core
+// idle; four rows give four independent chains at every step.
+PK_INLINE void pk_softmax4(float *P, long ldp, long tk) {
+	const long nb = (tk + 15) / 16;
+	const __mmask16 last = (__mmask16)(tk % 16 ? (1u << (tk % 16)) - 1 : 0xFFFF);
+	const __m512 ninf = _mm512_set1_ps(-INFINITY);
+	__m512 m[4] = {ninf, ninf, ninf, ninf}, sum[4], mx[4], inv[4];
+	for (long b = 0; b < nb; b++) {
+		const __mmask16 v = b == nb - 1 ? last : 0xFFFF;
+		for (long r = 0; r < 4; r++) m[r] = _mm512_max_ps(m[r], _mm512_mask_loadu_ps(ninf, v, P + r * ldp + 16 * b));
+	}
+	for (long r = 0; r < 4; r++) {
+		mx[r] = _mm512_set1_ps(_mm512_reduce_max_ps(m[r]));
+		sum[r] = _mm512_setzero_ps();
+	}
+	for (long b = 0; b < nb; b++) {
+		const __mmask16 v = b == nb - 1 ? last : 0xFFFF;
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 16 * b;
+			const __m512 e = pk_exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, v, pb), mx[r]));
+			_mm512_storeu_ps(pb, e);
+			sum[r] = _mm512_add_ps(sum[r], e);
+		}
+	}
+	for (long r = 0; r < 4; r++) inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum[r]));
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 16 * b;
+			_mm512_storeu_ps(pb, _mm512_mul_ps(_mm512_loadu_ps(pb), inv[r]));
+		}
+}
+#endif
+
 // The forward computes, per (batch, head), the probability rows of a tile of
 // queries and then out = P·V for the tile four queries at a time, so that
 // each v_j load feeds four independent FMA chains (the same restructuring
@@ -753,9 +790,14 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		const unsigned char *allow_t = allow ? allow + b * bstride + t0 * Tk : NULL;
 		// Inference with Dh = 16: scores of four queries at a time straight
 		// into their probability rows (the softmax below then works in place).
-		long ns = 0;
+		long ns = 0, nsm = 0;
 		if (!probs && transposed && dh == 16)
 			for (; ns + 4 <= nt; ns += 4) pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+#if defined(__AVX512F__)
+		// Without a mask, the softmax of those rows four at a time.
+		if (!allow_t)
+			for (; nsm < ns; nsm += 4) pk_softmax4(P + nsm * ldp, ldp, Tk);
+#endif
 		// Probability rows, zero outside the allowed span.
 		for (long i = 0; i < nt; i++) {
 			const unsigned char *a = allow_t ? allow_t + i * Tk : NULL;
@@ -765,7 +807,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			rlo[i] = jlo;
 			rhi[i] = jhi;
 			if (i < ns) {
-				if (jlo < jhi) {
+				if (i >= nsm && jlo < jhi) {
 					const float inv = 1.0f / pk_softmax_row(p, jlo, jhi, a);
 					for (long j = jlo; j < jhi; j++) p[j] *= inv;
 				}
