@@ -1,11 +1,17 @@
 package posterior
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prismsbi/prism/engine"
+	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -76,7 +82,8 @@ type netDenoiser struct {
 	seed   []float32
 	groups []maskGroup
 	cross  *network.ParamCross // cross-attention keys/values of enc, on enc's graph
-	g      *engine.Graph       // inference graph for plain evaluations
+	order  []int               // groups by decreasing size: the order cores claim them in
+	graphs sync.Pool           // inference graphs for plain evaluations, one per core at a time
 	gt     *engine.Graph       // training graph for the Jacobian trace
 }
 
@@ -91,8 +98,7 @@ type maskGroup struct {
 // rowsPerObs masks per observation.
 func newNetDenoiser(net *network.Net, encG *engine.Graph, enc *engine.Tensor, masks [][]bool, active []bool, dm, rowsPerObs int) *netDenoiser {
 	d := &netDenoiser{net: net, enc: enc, cross: net.ParamCrossKV(encG, enc), masks: masks, active: active, dm: dm,
-		th: make([]float32, len(active)), used: make([]bool, dm),
-		g: engine.NewInferenceGraph()}
+		th: make([]float32, len(active)), used: make([]bool, dm)}
 	for i, a := range active {
 		if a {
 			d.used[i%dm] = true
@@ -118,6 +124,11 @@ func newNetDenoiser(net *network.Net, encG *engine.Graph, enc *engine.Tensor, ma
 		d.groups[gi].rows = append(d.groups[gi].rows, row)
 		d.groups[gi].obs = append(d.groups[gi].obs, row/rowsPerObs)
 	}
+	d.order = make([]int, len(d.groups))
+	for i := range d.order {
+		d.order[i] = i
+	}
+	sort.SliceStable(d.order, func(a, b int) bool { return len(d.groups[d.order[a]].rows) > len(d.groups[d.order[b]].rows) })
 	return d
 }
 
@@ -128,24 +139,7 @@ func (d *netDenoiser) Denoise(theta []float64, sigma float64, out, jac []float64
 	rows := len(d.masks)
 	sig := []float64{sigma}
 	if jac == nil {
-		dm := d.dm
-		for _, gr := range d.groups {
-			d.g.Reset()
-			x := d.g.Zeros(len(gr.rows), dm)
-			for a, row := range gr.rows {
-				copy(x.Data[a*dm:(a+1)*dm], d.th[row*dm:(row+1)*dm])
-			}
-			res, err := d.net.DenoiseMasked(d.g, d.enc, d.cross, d.masks[gr.rows[0]], gr.obs, x, sigma)
-			if err != nil {
-				return fmt.Errorf("posterior: %w", err)
-			}
-			for a, row := range gr.rows {
-				for j, v := range res.Data[a*dm : (a+1)*dm] {
-					out[row*dm+j] = float64(v)
-				}
-			}
-		}
-		return nil
+		return d.denoiseGroups(sigma, out)
 	}
 	if d.gt == nil {
 		d.gt = engine.NewGraph()
@@ -182,6 +176,53 @@ func (d *netDenoiser) Denoise(theta []float64, sigma float64, out, jac []float64
 		}
 	}
 	return nil
+}
+
+// denoiseGroups evaluates every mask group at noise level σ into out. The
+// cores claim groups from a shared counter, largest first, each group
+// running whole on the core that claimed it (with its own graph), so that
+// the many small groups of a brain-like chunk are evaluated side by side
+// instead of each one's kernels being split over the cores; a large group
+// still splits into row chunks inside network.DenoiseMasked.
+func (d *netDenoiser) denoiseGroups(sigma float64, out []float64) error {
+	dm := d.dm
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		err  error
+	)
+	kernels.ParallelFor(runtime.GOMAXPROCS(0), func(_, _ int) {
+		g, _ := d.graphs.Get().(*engine.Graph)
+		if g == nil {
+			g = engine.NewInferenceGraph()
+		}
+		defer d.graphs.Put(g)
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(d.order) {
+				return
+			}
+			gr := &d.groups[d.order[i]]
+			g.Reset()
+			x := g.Zeros(len(gr.rows), dm)
+			for a, row := range gr.rows {
+				copy(x.Data[a*dm:(a+1)*dm], d.th[row*dm:(row+1)*dm])
+			}
+			res, e := d.net.DenoiseMasked(g, d.enc, d.cross, d.masks[gr.rows[0]], gr.obs, x, sigma)
+			if e != nil {
+				mu.Lock()
+				err = cmp.Or(err, fmt.Errorf("posterior: %w", e))
+				mu.Unlock()
+				return
+			}
+			for a, row := range gr.rows {
+				for j, v := range res.Data[a*dm : (a+1)*dm] {
+					out[row*dm+j] = float64(v)
+				}
+			}
+		}
+	})
+	return err
 }
 
 // thetaJob runs the sampler or the density evaluation chunk by chunk.
