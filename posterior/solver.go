@@ -96,12 +96,21 @@ type flowState struct {
 
 func newFlowState(rows, dim int, active []bool, withJac bool) *flowState {
 	s := &flowState{rows: rows, dim: dim, active: active, idx: make([][]int, rows)}
+	n := 0
+	for _, a := range active[:rows*dim] {
+		if a {
+			n++
+		}
+	}
+	flat := make([]int, 0, n) // one allocation for every row's list
 	for r := range rows {
+		lo := len(flat)
 		for k, a := range active[r*dim : (r+1)*dim] {
 			if a {
-				s.idx[r] = append(s.idx[r], k)
+				flat = append(flat, k)
 			}
 		}
+		s.idx[r] = flat[lo:len(flat):len(flat)]
 	}
 	s.d = make([]float64, rows*dim)
 	if withJac {
