@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 
 	"github.com/prismsbi/prism/engine"
@@ -445,12 +446,16 @@ const maskedChunkTokens = 512
 
 // maskedChunks returns the number of row chunks for b rows of t tokens:
 // 1 below two chunks' worth, else about maskedChunkTokens tokens each (on
-// one core too: the chunks then run in turn, for the cache).
+// one core too: the chunks then run in turn, for the cache), rounded up to
+// a multiple of GOMAXPROCS so that equal chunks end together on all cores
+// (an odd count left one core to finish the last chunk alone).
 func maskedChunks(b, t int) int {
 	if b*t < 2*maskedChunkTokens {
 		return 1
 	}
-	return max(1, b*t/maskedChunkTokens)
+	p := runtime.GOMAXPROCS(0)
+	n := max(1, b*t/maskedChunkTokens)
+	return min(b, (n+p-1)/p*p)
 }
 
 // chunkSegments returns the segments of rows [r0, r1) of segs, renumbered

@@ -1356,7 +1356,7 @@ static void pk_pack_a(long mr, long k, const float *a, long ra, long ca, float *
 		for (long r = 0; r < mr; r++) apk[PK_MR * p + r] = a[r * ra + p * ca];
 }
 
-// pk_sgemm_tall is pk_sgemm_ep for m > 256 and k ≤ 1024 with packed
+// pk_sgemm_tall is pk_sgemm_ep for k ≤ 1024 and m > 256 or row-major A, with packed
 // operands: all of op(B) once per call in 32-column panels, and each
 // 12-row tile of op(A) before it sweeps the panels.
 static void pk_sgemm_tall(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
@@ -1481,7 +1481,12 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // still go through C, only the last block's store is replaced.
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
-	if (m > 256 && k >= 1 && k <= 1024) {
+	// Row-major A (the forward products) takes the tall kernel at every m:
+	// its A tiles are packed by in-register transposes, the short
+	// kernel's by scalar moves, which cost a quarter of the time on
+	// n = 64 products (row chunks of the denoiser split in two pieces of
+	// ≤ 256 rows fell there).
+	if (k >= 1 && k <= 1024 && (m > 256 || ca == 1)) {
 		pk_sgemm_tall(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, bias, y, ldy, res, ldr);
 		return 1;
 	}
