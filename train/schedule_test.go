@@ -79,18 +79,7 @@ func TestScheduledRunResumes(t *testing.T) {
 		t.Fatal("a cosine-scheduled run gave the weights of the constant-rate run")
 	}
 
-	short := cfg
-	short.Steps = 10
-	dir := filepath.Join(t.TempDir(), "short")
-	tr := newTrainer(t, short, dir)
-	runToEnd(t, tr)
-	tr.Close()
-	rt, err := Resume(dir, "", func(c *Config) { c.Steps = 20 }, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runToEnd(t, rt)
-	rt.Close()
+	dir := trainInTwoParts(t, cfg, 10)
 	sameCheckpoint(t, ref, dir)
 
 	// Annealing a finished run: a new schedule is accepted on resume.

@@ -235,24 +235,32 @@ func TestResumeAfterCrashMatchesUninterrupted(t *testing.T) {
 	}
 }
 
+// trainInTwoParts trains cfg for first steps, then resumes the run to
+// cfg.Steps, and returns its directory.
+func trainInTwoParts(t testing.TB, cfg Config, first int) string {
+	t.Helper()
+	part := cfg
+	part.Steps = first
+	dir := filepath.Join(t.TempDir(), "two-parts")
+	tr := newTrainer(t, part, dir)
+	runToEnd(t, tr)
+	tr.Close()
+	rt, err := Resume(dir, "", func(c *Config) { c.Steps = cfg.Steps }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runToEnd(t, rt)
+	rt.Close()
+	return dir
+}
+
 func TestResumeExtendsRun(t *testing.T) {
 	// 10 steps, then resume to 20, equals 20 steps at once (apart from
 	// config.json, which records the step target).
 	cfg := tinyConfig(t, 20)
 	ref := filepath.Join(t.TempDir(), "ref")
 	runToEnd(t, newTrainer(t, cfg, ref))
-	short := cfg
-	short.Steps = 10
-	dir := filepath.Join(t.TempDir(), "short")
-	tr := newTrainer(t, short, dir)
-	runToEnd(t, tr)
-	tr.Close()
-	rt, err := Resume(dir, "", func(c *Config) { c.Steps = 20 }, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	runToEnd(t, rt)
+	dir := trainInTwoParts(t, cfg, 10)
 	sameCheckpoint(t, ref, dir)
 
 	// Changing a numerically relevant field on resume is refused.

@@ -1230,6 +1230,42 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 #define PK_MR 12
 #define PK_KC 384
 
+// pk_tile_row_store finishes one row of a 12×32 tile whose scaled product
+// alpha·acc is (x0, x1): C = x + beta·C on the first k block, C += x on
+// later ones; on the last (last != 0) it adds bias and the residual row
+// (if given) and stores C, or GELU(C) in place of C when inplace (y == c),
+// else also yr = GELU(C) when yr is given.
+PK_INLINE void pk_tile_row_store(__m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float beta, int first,
+	int last, float *cr, const float *bias, const float *resr, float *yr, int inplace) {
+	if (!first) {
+		x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+		x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+	} else if (beta != 0.0f) {
+		const __m512 vb = _mm512_set1_ps(beta);
+		x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+		x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+	}
+	if (last && bias) {
+		x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
+		x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
+	}
+	if (last && resr) {
+		x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, resr));
+		x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, resr + 16));
+	}
+	if (last && inplace) { // GELU in place: the pre-activation is not kept
+		_mm512_mask_storeu_ps(cr, m0, pk_gelu16(x0));
+		_mm512_mask_storeu_ps(cr + 16, m1, pk_gelu16(x1));
+		return;
+	}
+	_mm512_mask_storeu_ps(cr, m0, x0);
+	_mm512_mask_storeu_ps(cr + 16, m1, x1);
+	if (last && yr) {
+		_mm512_mask_storeu_ps(yr, m0, pk_gelu16(x0));
+		_mm512_mask_storeu_ps(yr + 16, m1, pk_gelu16(x1));
+	}
+}
+
 // pk_gemm_tile accumulates one tile over kc and stores it: C = alpha·acc
 // + beta·C on the first k block, C += alpha·acc on later ones; on the last
 // (last != 0) it also adds bias (if any) and writes y = GELU(C) (if y).
@@ -1249,37 +1285,9 @@ PK_INLINE void pk_gemm_tile(const long mr, long kc, const float *a, long ra, lon
 		}
 	}
 	const __m512 va = _mm512_set1_ps(alpha);
-	for (long r = 0; r < mr; r++) {
-		float *cr = c + r * ldc;
-		__m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
-		if (!first) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
-		} else if (beta != 0.0f) {
-			const __m512 vb = _mm512_set1_ps(beta);
-			x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
-			x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
-		}
-		if (last && bias) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
-		}
-		if (last && res) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
-		}
-		if (last && y == c) { // GELU in place: the pre-activation is not kept
-			_mm512_mask_storeu_ps(cr, m0, pk_gelu16(x0));
-			_mm512_mask_storeu_ps(cr + 16, m1, pk_gelu16(x1));
-			continue;
-		}
-		_mm512_mask_storeu_ps(cr, m0, x0);
-		_mm512_mask_storeu_ps(cr + 16, m1, x1);
-		if (last && y) {
-			_mm512_mask_storeu_ps(y + r * ldy, m0, pk_gelu16(x0));
-			_mm512_mask_storeu_ps(y + r * ldy + 16, m1, pk_gelu16(x1));
-		}
-	}
+	for (long r = 0; r < mr; r++)
+		pk_tile_row_store(_mm512_mul_ps(va, acc0[r]), _mm512_mul_ps(va, acc1[r]), m0, m1, beta, first, last,
+			c + r * ldc, bias, res ? res + r * ldr : NULL, y ? y + r * ldy : NULL, y == c);
 }
 
 // pk_gemm_tile_packed is pk_gemm_tile on packed operands: ap holds the
@@ -1302,37 +1310,9 @@ PK_INLINE void pk_gemm_tile_packed(const long mr, long kc, const float *ap, cons
 		}
 	}
 	const __m512 va = _mm512_set1_ps(alpha);
-	for (long r = 0; r < mr; r++) {
-		float *cr = c + r * ldc;
-		__m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
-		if (!first) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
-		} else if (beta != 0.0f) {
-			const __m512 vb = _mm512_set1_ps(beta);
-			x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
-			x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
-		}
-		if (last && bias) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, bias));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, bias + 16));
-		}
-		if (last && res) {
-			x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
-			x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
-		}
-		if (last && y == c) { // GELU in place: the pre-activation is not kept
-			_mm512_mask_storeu_ps(cr, m0, pk_gelu16(x0));
-			_mm512_mask_storeu_ps(cr + 16, m1, pk_gelu16(x1));
-			continue;
-		}
-		_mm512_mask_storeu_ps(cr, m0, x0);
-		_mm512_mask_storeu_ps(cr + 16, m1, x1);
-		if (last && y) {
-			_mm512_mask_storeu_ps(y + r * ldy, m0, pk_gelu16(x0));
-			_mm512_mask_storeu_ps(y + r * ldy + 16, m1, pk_gelu16(x1));
-		}
-	}
+	for (long r = 0; r < mr; r++)
+		pk_tile_row_store(_mm512_mul_ps(va, acc0[r]), _mm512_mul_ps(va, acc1[r]), m0, m1, beta, first, last,
+			c + r * ldc, bias, res ? res + r * ldr : NULL, y ? y + r * ldy : NULL, y == c);
 }
 
 // pk_pack_a packs mr ≤ PK_MR rows of op(A) (op(A)(i, p) = a[i·ra + p·ca])
