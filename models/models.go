@@ -240,8 +240,14 @@ func Describe(name string, data []byte) (Info, error) {
 	if h.cfg.Minutes > 0 {
 		limit += fmt.Sprintf(" --minutes %g", h.cfg.Minutes)
 	}
-	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s --out runs/%s", name, limit, name)
-	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d --out runs/%s", name, h.step, name)
+	// A learning-rate schedule is a function of the step only, so one run
+	// with it equals a constant-rate run resumed with it (an annealed run).
+	sched := ""
+	if fl := h.cfg.Optimizer.Schedule.String(); fl != "" {
+		sched = " --lr-schedule " + fl
+	}
+	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, sched, name)
+	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, sched, name)
 	return info, nil
 }
 

@@ -68,6 +68,9 @@ func TestInfo(t *testing.T) {
 		if !strings.HasPrefix(info.Train, "prism train "+cfg) || !strings.Contains(info.Reproduce, cfg+"--steps ") {
 			t.Errorf("%s: commands %q, %q", name, info.Train, info.Reproduce)
 		}
+		if fl := info.Config.Optimizer.Schedule.String(); fl != "" && (!strings.Contains(info.Train, " --lr-schedule "+fl+" ") || !strings.Contains(info.Reproduce, " --lr-schedule "+fl+" ")) {
+			t.Errorf("%s: the commands %q, %q omit the learning-rate schedule %s", name, info.Train, info.Reproduce, fl)
+		}
 		if _, err := os.Stat(filepath.Join("..", "configs", name+".yaml")); err != nil {
 			t.Errorf("%s: the training command's config is missing: %v", name, err)
 		}

@@ -117,6 +117,15 @@ func (s Schedule) Factor(step int64) float64 {
 	return s.Final + (1-s.Final)*0.5*(1+math.Cos(math.Pi*u))
 }
 
+// String is the command-line form KIND:START:STEPS:FINAL that
+// ParseSchedule reads ("" for the constant rate).
+func (s Schedule) String() string {
+	if s.Kind == "" || s.Kind == "constant" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d:%s", s.Kind, s.Start, s.Steps, strconv.FormatFloat(s.Final, 'g', -1, 64))
+}
+
 // ParseSchedule reads the command-line form KIND:START:STEPS:FINAL, e.g.
 // "cosine:0:100000:0.02"; "constant" alone is the constant rate.
 func ParseSchedule(text string) (Schedule, error) {

@@ -38,7 +38,10 @@ func TestParseSchedule(t *testing.T) {
 	if err != nil || s != (Schedule{Kind: "cosine", Start: 10, Steps: 2000, Final: 0.05}) {
 		t.Errorf("ParseSchedule = %+v, %v", s, err)
 	}
-	if s, err := ParseSchedule("constant"); err != nil || s.Factor(99) != 1 {
+	if back, err := ParseSchedule(s.String()); err != nil || back != s {
+		t.Errorf("String %q does not parse back: %+v, %v", s.String(), back, err)
+	}
+	if s, err := ParseSchedule("constant"); err != nil || s.Factor(99) != 1 || s.String() != "" {
 		t.Errorf("constant: %+v, %v", s, err)
 	}
 	for _, bad := range []string{"", "cosine", "cosine:0:100", "step:0:100:0.1", "cosine:-1:100:0.1",
