@@ -33,6 +33,13 @@ type Batch struct {
 	TokActive  []bool    // [B, T] parameter-token activity
 	Allow      engine.Mask
 
+	// MaskWeight ([B, C]) and, folded into Active, the θ-loss weights are
+	// the samples' importance weights exp(LogWeight) when some sample came
+	// from a training proposal (Weighted); otherwise MaskWeight is unused
+	// and Active holds 0/1.
+	Weighted   bool
+	MaskWeight []float32
+
 	active []bool // [DMax] scratch
 }
 
@@ -70,8 +77,22 @@ func (n *Net) MakeBatch(samples []family.Sample, seed uint64, b *Batch) error {
 	b.TokActive = resize(b.TokActive, bs*t)
 	b.active = resize(b.active, dm)
 	cfg := n.cfg
+	b.Weighted = false
+	for i := range samples {
+		b.Weighted = b.Weighted || samples[i].LogWeight != 0
+	}
+	if b.Weighted {
+		b.MaskWeight = resize(b.MaskWeight, bs*c)
+	}
 	for i := range samples {
 		s := &samples[i]
+		w := float32(1)
+		if b.Weighted {
+			w = float32(math.Exp(s.LogWeight))
+			for k := range c {
+				b.MaskWeight[i*c+k] = w
+			}
+		}
 		b.Lambda[i] = float32(s.Lambda)
 		maskBitsIn(s.Mask, b.BitsIn[i*c:(i+1)*c])
 		for k, on := range s.Mask {
@@ -87,7 +108,7 @@ func (n *Net) MakeBatch(samples []family.Sample, seed uint64, b *Batch) error {
 			eps := r.NormFloat64()
 			b.ThetaSigma[i*dm+j] = float32(th + sigma*eps)
 			b.FTarget[i*dm+j] = float32(-VTarget(th, eps, sigma))
-			b.Active[i*dm+j] = boolf(b.active[j])
+			b.Active[i*dm+j] = w * boolf(b.active[j])
 		}
 		n.tokenActivity(s.Mask, b.active, b.TokActive[i*t:(i+1)*t])
 	}
@@ -126,7 +147,11 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 	bs, c, dm := b.B, n.c, n.dmax
 	enc := n.encode(g, &b.enc)
 	logits := n.maskForward(g, enc, g.Input(b.Lambda, bs, 1), b.BitsIn)
-	bce := g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), nil)
+	var mw *engine.Tensor
+	if b.Weighted {
+		mw = g.Input(b.MaskWeight, bs, c, 1)
+	}
+	bce := g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), mw)
 	thIn := g.Mul(g.Input(b.ThetaSigma, bs, dm), g.Input(b.CIn, bs, 1))
 	f := n.paramForward(g, enc, thIn, g.Input(b.CNoise, bs, 1), b.Allow)
 	mse := g.MaskedSquaredError(f, g.Input(b.FTarget, bs, dm), g.Input(b.Active, bs, dm))

@@ -63,6 +63,13 @@ type Config struct {
 	Network network.Config `json:"network" yaml:"-"`
 	// Optimizer holds the optimiser hyperparameters.
 	Optimizer OptimConfig `json:"optimizer" yaml:"optimizer"`
+	// Proposal, for families with mixing fractions, draws the training
+	// simulations' fraction latents from a defensive mixture and weights
+	// both losses by p/r (family.FractionProposal), so that rare fraction
+	// configurations are seen more often while the amortised posterior
+	// stays the prior's. Validation always simulates from the prior. A
+	// resumed run may add, change or drop it (a fine-tune).
+	Proposal *family.FractionProposal `json:"proposal,omitempty" yaml:"proposal"`
 }
 
 // ValidationConfig describes the validation set: Size simulations per
@@ -286,6 +293,13 @@ func (c *Config) Validate(f family.Family) error {
 	}
 	if err := c.Optimizer.Schedule.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Proposal != nil {
+		if err := c.Proposal.Validate(); err != nil {
+			errs = append(errs, err)
+		} else if f.Layout().FractionLatents() == 0 {
+			bad("proposal: family %s has no mixing fractions", f.Name())
+		}
 	}
 	if c.SimWorkers < 1 {
 		bad("sim_workers %d must be positive", c.SimWorkers)

@@ -215,6 +215,7 @@ func sameNumerics(a, b *Config) error {
 		c.Steps, c.Minutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0
 		c.Prefetch, c.SimWorkers = 0, 0
 		c.Optimizer.Schedule = Schedule{}
+		c.Proposal = nil
 		return json.Marshal(c)
 	}
 	ja, err := strip(*a)
@@ -226,7 +227,7 @@ func sameNumerics(a, b *Config) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	if !bytes.Equal(ja, jb) {
-		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers and the learning-rate schedule may change")
+		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers, the learning-rate schedule and the fraction proposal may change")
 	}
 	return nil
 }
@@ -255,7 +256,7 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 		}
 		t.streams = append(t.streams, stream{
 			name:      name,
-			sim:       family.SimOptions{Seed: deriveSeed(cfg.Seed, tagTrainSim+uint64(j)), Lambda: math.NaN(), Designs: ds},
+			sim:       family.SimOptions{Seed: deriveSeed(cfg.Seed, tagTrainSim+uint64(j)), Lambda: math.NaN(), Designs: ds, Proposal: cfg.Proposal},
 			noiseSeed: deriveSeed(cfg.Seed, tagTrainNoi+uint64(j)),
 		})
 	}

@@ -21,7 +21,7 @@ func init() {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--out DIR2]", stderr)
+	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--out DIR2]", stderr)
 	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
 	minutes := fs.Float64("minutes", 0, "train for this many minutes of wall time (replaces the config's steps/minutes)")
@@ -30,6 +30,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	resume := fs.String("resume", "", "continue the run checkpointed in this directory (writes there unless --out is given)")
 	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	proposal := fs.String("proposal", "", "training proposal SCALE:MIX for families with mixing fractions: with probability MIX the fraction latents are drawn with standard deviation SCALE, losses weighted by p/r (replaces the config's; allowed with --resume, to fine-tune)")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -55,7 +56,20 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--lr-schedule: %w", err)
 		}
 	}
+	var prop *family.FractionProposal
+	if set["proposal"] {
+		prop = new(family.FractionProposal)
+		if _, err := fmt.Sscanf(*proposal, "%g:%g", &prop.Scale, &prop.Mix); err != nil {
+			return fmt.Errorf("--proposal %q: want SCALE:MIX, e.g. 2.5:0.5", *proposal)
+		}
+		if err := prop.Validate(); err != nil {
+			return fmt.Errorf("--proposal: %w", err)
+		}
+	}
 	limit := func(c *train.Config) {
+		if set["proposal"] {
+			c.Proposal = prop
+		}
 		if set["lr-schedule"] {
 			c.Optimizer.Schedule = sched
 		}
