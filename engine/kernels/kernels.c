@@ -323,6 +323,20 @@ PK_INLINE __m512 pk_gelu_sig16(__m512 x, __m512 x2) {
 		_mm512_setzero_ps());
 }
 
+// pk_key_span returns in [*j0, *j1) the union of the key ranges
+// [lo[r], hi[r]) of n query rows (empty rows skipped; an empty union gives
+// j0 = tk > j1 = 0, so a loop over it runs no iterations).
+PK_INLINE void pk_key_span(const long *lo, const long *hi, long n, long tk, long *j0, long *j1) {
+	long a = tk, b = 0;
+	for (long r = 0; r < n; r++)
+		if (lo[r] < hi[r]) {
+			a = lo[r] < a ? lo[r] : a;
+			b = hi[r] > b ? hi[r] : b;
+		}
+	*j0 = a;
+	*j1 = b;
+}
+
 PK_INLINE __m512 pk_gelu16(__m512 x) { return _mm512_mul_ps(x, pk_gelu_sig16(x, _mm512_mul_ps(x, x))); }
 
 PK_INLINE __m512 pk_gelu_grad16(__m512 x) {
@@ -837,12 +851,8 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			// result is the same bit for bit.
 			if (dh == 16)
 				for (; i0 + 8 <= nt; i0 += 8) {
-					long j0 = Tk, j1 = 0;
-					for (long r = 0; r < 8; r++)
-						if (rlo[i0 + r] < rhi[i0 + r]) {
-							j0 = rlo[i0 + r] < j0 ? rlo[i0 + r] : j0;
-							j1 = rhi[i0 + r] > j1 ? rhi[i0 + r] : j1;
-						}
+					long j0, j1;
+					pk_key_span(rlo + i0, rhi + i0, 8, Tk, &j0, &j1);
 					pk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
 					const float *p0 = P + i0 * ldp;
 					for (long j = j0; j < j1; j++) {
@@ -867,12 +877,8 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 					PK_ST(o + 7 * s->ldo, a7);
 				}
 			for (; i0 + 4 <= nt; i0 += 4) {
-				long j0 = Tk, j1 = 0;
-				for (long r = 0; r < 4; r++)
-					if (rlo[i0 + r] < rhi[i0 + r]) {
-						j0 = rlo[i0 + r] < j0 ? rlo[i0 + r] : j0;
-						j1 = rhi[i0 + r] > j1 ? rhi[i0 + r] : j1;
-					}
+				long j0, j1;
+				pk_key_span(rlo + i0, rhi + i0, 4, Tk, &j0, &j1);
 				pk_v16 acc[4][PK_MAXV];
 				for (long r = 0; r < 4; r++)
 					for (long c = 0; c < dh / 16; c++) acc[r][c] = (pk_v16){0};
