@@ -307,6 +307,20 @@ PK_INLINE float pk_gelu_grad(float x) {
 	return sg + 2.0f * x * sg * (1.0f - sg) * du;
 }
 
+// pk_key_span returns in [*j0, *j1) the union of the key ranges
+// [lo[r], hi[r]) of n query rows (empty rows skipped; an empty union gives
+// j0 = tk > j1 = 0, so a loop over it runs no iterations).
+PK_INLINE void pk_key_span(const long *lo, const long *hi, long n, long tk, long *j0, long *j1) {
+	long a = tk, b = 0;
+	for (long r = 0; r < n; r++)
+		if (lo[r] < hi[r]) {
+			a = lo[r] < a ? lo[r] : a;
+			b = hi[r] > b ? hi[r] : b;
+		}
+	*j0 = a;
+	*j1 = b;
+}
+
 #ifdef __AVX512F__
 // The vector GELU replaces the division in σ by rcp14 and one Newton step
 // (relative error ≈ 2^-28): vdivps on 16 lanes has a throughput of one per
@@ -321,20 +335,6 @@ PK_INLINE __m512 pk_gelu_sig16(__m512 x, __m512 x2) {
 	// σ = 0 where e overflowed to +Inf (the Newton step would give NaN).
 	return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ), r,
 		_mm512_setzero_ps());
-}
-
-// pk_key_span returns in [*j0, *j1) the union of the key ranges
-// [lo[r], hi[r]) of n query rows (empty rows skipped; an empty union gives
-// j0 = tk > j1 = 0, so a loop over it runs no iterations).
-PK_INLINE void pk_key_span(const long *lo, const long *hi, long n, long tk, long *j0, long *j1) {
-	long a = tk, b = 0;
-	for (long r = 0; r < n; r++)
-		if (lo[r] < hi[r]) {
-			a = lo[r] < a ? lo[r] : a;
-			b = hi[r] > b ? hi[r] : b;
-		}
-	*j0 = a;
-	*j1 = b;
 }
 
 PK_INLINE __m512 pk_gelu16(__m512 x) { return _mm512_mul_ps(x, pk_gelu_sig16(x, _mm512_mul_ps(x, x))); }
