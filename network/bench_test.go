@@ -8,19 +8,13 @@ import (
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/benchcpu"
 )
 
 // The benchmarks report, besides wall time, cpu-s/op: the process CPU time
 // per operation, which is less sensitive to other load on the shared
 // machine (on an idle machine wall time ≈ cpu-s/op / 2 cores when both are
 // busy).
-
-func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := cputime.Seconds(); ok {
-		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
-	}
-}
 
 // benchSamples simulates bs samples of one design of the family's default
 // mix (a batch needs one length; dMRI protocols differ in length).
@@ -61,12 +55,12 @@ func BenchmarkTrainStep(b *testing.B) {
 				}
 			}
 			step()
-			cpu0, _ := cputime.Seconds()
+			cpu0 := benchcpu.Start()
 			b.ResetTimer()
 			for range b.N {
 				step()
 			}
-			reportCPU(b, cpu0)
+			benchcpu.Report(b, cpu0)
 			b.ReportMetric(float64(bs*b.N)/b.Elapsed().Seconds(), "samples/s")
 		})
 	}
@@ -101,12 +95,12 @@ func BenchmarkDenoise(b *testing.B) {
 				}
 			}
 			run()
-			cpu0, _ := cputime.Seconds()
+			cpu0 := benchcpu.Start()
 			b.ResetTimer()
 			for range b.N {
 				run()
 			}
-			reportCPU(b, cpu0)
+			benchcpu.Report(b, cpu0)
 		})
 	}
 }
@@ -121,14 +115,14 @@ func BenchmarkSampleMasks(b *testing.B) {
 			ge := engine.NewInferenceGraph()
 			enc := encodeSamples(b, n, ge, s)
 			r := rand.New(rand.NewPCG(1, 2))
-			cpu0, _ := cputime.Seconds()
+			cpu0 := benchcpu.Start()
 			b.ResetTimer()
 			for range b.N {
 				if _, _, err := n.SampleMasks(enc, 0.5, 1000, r); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportCPU(b, cpu0)
+			benchcpu.Report(b, cpu0)
 		})
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/benchcpu"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -14,12 +14,6 @@ import (
 // shared machine (on an idle machine wall ≈ cpu-s/op ÷ 2 cores).
 //
 //	go test -run '^$' -bench . -benchtime 5x ./posterior
-
-func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := cputime.Seconds(); ok {
-		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
-	}
-}
 
 func benchPosterior(b *testing.B, name string) *Posterior {
 	b.Helper()
@@ -61,12 +55,12 @@ func BenchmarkSampleMasks(b *testing.B) {
 		}
 	}
 	run()
-	cpu0, _ := cputime.Seconds()
+	cpu0 := benchcpu.Start()
 	b.ResetTimer()
 	for range b.N {
 		run()
 	}
-	reportCPU(b, cpu0)
+	benchcpu.Report(b, cpu0)
 }
 
 // BenchmarkSampleTheta draws 1000 θ samples for one b3s observation under
@@ -86,12 +80,12 @@ func BenchmarkSampleTheta(b *testing.B) {
 				}
 			}
 			run()
-			cpu0, _ := cputime.Seconds()
+			cpu0 := benchcpu.Start()
 			b.ResetTimer()
 			for range b.N {
 				run()
 			}
-			reportCPU(b, cpu0)
+			benchcpu.Report(b, cpu0)
 		})
 	}
 }
@@ -108,12 +102,12 @@ func BenchmarkSampleAndLogProb(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu0, _ := cputime.Seconds()
+	cpu0 := benchcpu.Start()
 	b.ResetTimer()
 	for range b.N {
 		run()
 	}
-	reportCPU(b, cpu0)
+	benchcpu.Report(b, cpu0)
 }
 
 // BenchmarkJointVoxels is a brain-like workload: 200 b3s observations
@@ -128,11 +122,11 @@ func BenchmarkJointVoxels(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu0, _ := cputime.Seconds()
+	cpu0 := benchcpu.Start()
 	b.ResetTimer()
 	for range b.N {
 		run()
 	}
-	reportCPU(b, cpu0)
+	benchcpu.Report(b, cpu0)
 	b.ReportMetric(float64(200*50*b.N)/b.Elapsed().Seconds(), "samples/s")
 }

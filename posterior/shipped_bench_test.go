@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/benchcpu"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -66,15 +66,7 @@ func BenchmarkShippedB3S(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			run()
-			cpu0, _ := cputime.Seconds()
-			b.ResetTimer()
-			for range b.N {
-				run()
-			}
-			if cpu, ok := cputime.Seconds(); ok {
-				b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
-			}
+			benchcpu.Loop(b, run)
 		})
 	}
 }

@@ -3,7 +3,7 @@ package refnet
 import (
 	"testing"
 
-	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/benchcpu"
 )
 
 // Benchmarks of issue 2's reference network. bench/engine_vs_torch.sh
@@ -38,14 +38,14 @@ func BenchmarkRefNetStep(b *testing.B) {
 	}
 	flops := n.FLOPs()
 	b.ReportAllocs()
-	cpu0, _ := cputime.Seconds()
+	cpu0 := benchcpu.Start()
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := n.Step(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu0)
+	benchcpu.Report(b, cpu0)
 	b.ReportMetric(flops, "flop/step")
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
@@ -57,18 +57,11 @@ func BenchmarkRefNetInfer(b *testing.B) {
 	n.InferParamDecoder(n.Infer) // warm-up; computes the encoder output once
 	flops := n.cfg.InferFLOPs()
 	b.ReportAllocs()
-	cpu0, _ := cputime.Seconds()
+	cpu0 := benchcpu.Start()
 	b.ResetTimer()
 	for b.Loop() {
 		n.InferParamDecoder(n.Infer)
 	}
-	reportCPU(b, cpu0)
+	benchcpu.Report(b, cpu0)
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-}
-
-// reportCPU reports the process CPU time per iteration since cpu0.
-func reportCPU(b *testing.B, cpu0 float64) {
-	if cpu, ok := cputime.Seconds(); ok {
-		b.ReportMetric((cpu-cpu0)/float64(b.N), "cpu-s/op")
-	}
 }
