@@ -85,15 +85,8 @@ func (p *FractionProposal) draw(r *rand.Rand, theta []float64, active []bool, n 
 	}
 	// log N(ε; 0, τ²I) − log N(ε; 0, I) = −d log τ + ½|ε|²(1 − 1/τ²).
 	lratio := -float64(d)*math.Log(p.Scale) + 0.5*q*(1-1/(p.Scale*p.Scale))
-	// log p/r = −log((1−ρ) + ρ·exp(lratio)).
-	return -logSumExp(math.Log1p(-p.Mix), math.Log(p.Mix)+lratio)
-}
-
-func logSumExp(a, b float64) float64 {
-	if a < b {
-		a, b = b, a
-	}
-	return a + math.Log1p(math.Exp(b-a))
+	// log p/r = −log((1−ρ) + ρ·e^lratio) = −log(1−ρ) − softplus(lratio + logit ρ).
+	return -math.Log1p(-p.Mix) - softplus(lratio+math.Log(p.Mix/(1-p.Mix)))
 }
 
 // splitmix64 is the SplitMix64 finaliser, used to turn (seed, index) pairs
