@@ -157,6 +157,26 @@ func ParseSchedule(text string) (Schedule, error) {
 	return s, nil
 }
 
+// ParseProposal reads the command-line form SCALE:MIX of a fraction
+// proposal, e.g. "2.5:0.5".
+func ParseProposal(text string) (*family.FractionProposal, error) {
+	parts := strings.Split(text, ":")
+	if len(parts) != 2 {
+		return nil, fmt.Errorf("proposal %q: want SCALE:MIX, e.g. 2.5:0.5", text)
+	}
+	var p family.FractionProposal
+	var err1, err2 error
+	p.Scale, err1 = strconv.ParseFloat(parts[0], 64)
+	p.Mix, err2 = strconv.ParseFloat(parts[1], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("proposal %q: %w", text, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("proposal %q: %w", text, err)
+	}
+	return &p, nil
+}
+
 func (s Schedule) validate() error {
 	switch s.Kind {
 	case "", "constant":

@@ -55,3 +55,15 @@ func TestProposalConfig(t *testing.T) {
 		t.Errorf("fine-tune ended at step %d", res.Step)
 	}
 }
+
+func TestParseProposal(t *testing.T) {
+	p, err := ParseProposal("2.5:0.5")
+	if err != nil || *p != (family.FractionProposal{Scale: 2.5, Mix: 0.5}) {
+		t.Errorf("ParseProposal = %+v, %v", p, err)
+	}
+	for _, bad := range []string{"", "2.5", "2.5:0.5:1", "2.5:0.5x", "x:0.5", "1:0.5", "2:1", "2:0", "NaN:0.5"} {
+		if _, err := ParseProposal(bad); err == nil {
+			t.Errorf("ParseProposal(%q) accepted", bad)
+		}
+	}
+}

@@ -58,11 +58,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	var prop *family.FractionProposal
 	if set["proposal"] {
-		prop = new(family.FractionProposal)
-		if _, err := fmt.Sscanf(*proposal, "%g:%g", &prop.Scale, &prop.Mix); err != nil {
-			return fmt.Errorf("--proposal %q: want SCALE:MIX, e.g. 2.5:0.5", *proposal)
-		}
-		if err := prop.Validate(); err != nil {
+		var err error
+		if prop, err = train.ParseProposal(*proposal); err != nil {
 			return fmt.Errorf("--proposal: %w", err)
 		}
 	}
