@@ -19,8 +19,9 @@ type Observation struct {
 // of T tokens each.
 type encInput struct {
 	B, T  int
-	Feat  []float32 // grid: [B, T, 2P+2]; dMRI: [B, T, BEmbed + 3·⌈BEmbed/3⌉]
+	Feat  []float32 // grid: [B, T, gridInputWidth]; dMRI: [B, T, BEmbed + 3·⌈BEmbed/3⌉ (+12)]
 	BTild []float32 // dMRI: [B, T, 1] scaled b-values b̃
+	tok   []float32 // grid with GridLinear: one observation's [T, 2P+2] tokens
 }
 
 // gridFeatures is the width of a grid token's input: P standardised
@@ -121,7 +122,8 @@ func (n *Net) fillEncoder(in *encInput, designs []family.Design, xs [][]float64)
 		}
 		clear(in.Feat)
 		f0, tw := gridFeatures(p), n.gridTokenWidth()
-		tok := make([]float32, in.T*f0)
+		in.tok = resize(in.tok, in.T*f0)
+		tok := in.tok
 		for i, x := range xs {
 			gridTokens(x, p, tok)
 			for t := range in.T {
