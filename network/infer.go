@@ -482,7 +482,7 @@ type ParamCross struct {
 	// every call).
 	mu  sync.Mutex
 	g   *engine.Graph
-	tok map[uint64]tokenTables
+	tok map[string]tokenTables // by subsetKey
 }
 
 // ParamCrossKV projects encoder tokens enc [Be, Tk, D] to the keys and
@@ -492,19 +492,30 @@ func (n *Net) ParamCrossKV(g *engine.Graph, enc *engine.Tensor) *ParamCross {
 	return &ParamCross{enc: enc, kv: n.pdec.crossKV(g, enc)}
 }
 
+// subsetKey is a token subset as a bit set in a string: any number of
+// tokens (symbolic-k100 has 108, more than a uint64 mask holds).
+func subsetKey(sub []int) string {
+	n := 0
+	for _, ti := range sub {
+		n = max(n, ti/8+1)
+	}
+	b := make([]byte, n)
+	for _, ti := range sub {
+		b[ti/8] |= 1 << uint(ti%8)
+	}
+	return string(b)
+}
+
 // tables returns the token weights of the subset sub, cached.
 func (c *ParamCross) tables(n *Net, sub []int) tokenTables {
-	var key uint64
-	for _, ti := range sub {
-		key |= 1 << uint(ti)
-	}
+	key := subsetKey(sub)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if tw, ok := c.tok[key]; ok {
 		return tw
 	}
 	if c.g == nil {
-		c.g, c.tok = engine.NewInferenceGraph(), map[uint64]tokenTables{}
+		c.g, c.tok = engine.NewInferenceGraph(), map[string]tokenTables{}
 	}
 	tw := n.subsetWeights(c.g, sub)
 	c.tok[key] = tw
