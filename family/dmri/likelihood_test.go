@@ -22,7 +22,7 @@ import (
 // floor of 1e−6 for components that are nearly zero.
 func TestLogLikelihoodGradient(t *testing.T) {
 	worst := 0.0
-	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
+	for _, f := range []*Model{B3S(), B3SBrain(), BSZT(), BSZTConv()} {
 		r := rand.New(rand.NewPCG(5, 6))
 		dmax := f.layout.DMax
 		m := make([]bool, len(f.comps))
@@ -219,7 +219,7 @@ func TestGaussianNoiseStatistics(t *testing.T) {
 // TestNoAllocations: the forward model, simulation and likelihood with
 // gradient must not allocate.
 func TestNoAllocations(t *testing.T) {
-	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
+	for _, f := range []*Model{B3S(), B3SBrain(), BSZT(), BSZTConv()} {
 		r := rand.New(rand.NewPCG(11, 12))
 		des := UKBDesign()
 		theta := make([]float64, f.layout.DMax)
@@ -318,7 +318,7 @@ func BenchmarkSimulateB3SMix(b *testing.B) {
 // families twice with family.SimulateBatch (in parallel, split differently)
 // and requires identical observations, designs and masks.
 func TestSimulateBatchReproducible(t *testing.T) {
-	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
+	for _, f := range []*Model{B3S(), B3SBrain(), BSZT(), BSZTConv()} {
 		opt := family.SimOptions{Seed: 42, Lambda: math.NaN()}
 		a := make([]family.Sample, 64)
 		b := make([]family.Sample, 64)

@@ -152,6 +152,28 @@ type Spec struct {
 	Alpha []float64
 	// MaskPrior is p(M | λ) over len(Compartments)+len(Noise) components.
 	MaskPrior family.MaskPrior
+	// SharedD and SharedDStd are the uniform prior ranges [lo, hi] in
+	// mm²/s of the mean and standard deviation of the Gamma-distributed
+	// diffusivity shared by multi-shell compartments. The zero value means
+	// the paper's U(0, 0.01) and U(0, 0.005) (reference-spec §2.2).
+	SharedD, SharedDStd Range
+}
+
+// Range is a closed interval [Lo, Hi] of a uniform prior.
+type Range struct{ Lo, Hi float64 }
+
+func (r Range) String() string { return fmt.Sprintf("U(%g, %g)", r.Lo, r.Hi) }
+
+// orDefault returns r, or [0, hi] if r is the zero Range.
+func (r Range) orDefault(hi float64) Range {
+	if r == (Range{}) {
+		return Range{0, hi}
+	}
+	return r
+}
+
+func (r Range) valid() bool {
+	return r.Lo >= 0 && r.Hi > r.Lo && !math.IsInf(r.Hi, 0)
 }
 
 // Model is a multi-compartment dMRI family built from a Spec. It implements
@@ -185,6 +207,10 @@ func New(spec Spec) (*Model, error) {
 			return nil, fmt.Errorf("dmri: %s: Dirichlet concentrations must be positive and finite, got %v", spec.Name, spec.Alpha)
 		}
 	}
+	spec.SharedD, spec.SharedDStd = spec.SharedD.orDefault(diffMax), spec.SharedDStd.orDefault(diffStdMax)
+	if !spec.SharedD.valid() || !spec.SharedDStd.valid() {
+		return nil, fmt.Errorf("dmri: %s: shared diffusivity ranges must satisfy 0 ≤ lo < hi < ∞, got d %v and d_std %v", spec.Name, spec.SharedD, spec.SharedDStd)
+	}
 	m := &Model{spec: spec, nc: nc}
 	count := map[Compartment]int{}
 	for _, c := range spec.Compartments {
@@ -217,8 +243,8 @@ func New(spec Spec) (*Model, error) {
 	var shared []family.Param
 	if m.shared {
 		shared = []family.Param{
-			{Name: "d", Unit: "mm²/s", Prior: "U(0, 0.01); mean of the Gamma-distributed diffusivity"},
-			{Name: "d_std", Unit: "mm²/s", Prior: "U(0, 0.005); standard deviation of the Gamma-distributed diffusivity"},
+			{Name: "d", Unit: "mm²/s", Prior: spec.SharedD.String() + "; mean of the Gamma-distributed diffusivity"},
+			{Name: "d_std", Unit: "mm²/s", Prior: spec.SharedDStd.String() + "; standard deviation of the Gamma-distributed diffusivity"},
 		}
 	}
 	m.layout = family.NewLayout(m.comps, simplex, append([]float64(nil), spec.Alpha...), shared)
@@ -307,8 +333,9 @@ func (m *Model) decode(theta []float64, mask []bool, st *state) {
 	m.sb.Fractions(theta[:nf], st.on[:m.nc], st.frac[:m.nc])
 	if m.shared {
 		so := m.layout.SharedOffset()
-		st.md, st.dmd = family.Interval(theta[so], 0, diffMax)
-		st.ms, st.dms = family.Interval(theta[so+1], 0, diffStdMax)
+		d, ds := m.spec.SharedD, m.spec.SharedDStd
+		st.md, st.dmd = family.Interval(theta[so], d.Lo, d.Hi)
+		st.ms, st.dms = family.Interval(theta[so+1], ds.Lo, ds.Hi)
 	}
 	for k, c := range m.spec.Compartments {
 		if !mask[k] {

@@ -374,3 +374,63 @@ func TestLatentErrors(t *testing.T) {
 		t.Errorf("antipodal flip gave theta=%v phi=%v, want 0.4, %v", got["theta"], got["phi"], 0.5-math.Pi)
 	}
 }
+
+// TestB3SBrainPrior checks b3s-brain's priors by simulation: with latent
+// θ ~ N(0, I), the shared d and d_std must be uniform on their ranges and,
+// with all four compartments on, every Dirichlet(1,1,1,1) fraction has
+// mean 1/4 and P(f > 1/2) = (1/2)³ = 1/8. n = 20,000 draws: the standard
+// error of a U(a, b) mean is (b−a)/√(12n) ≈ 0.002(b−a) and of a
+// probability ≤ 0.0035, so 5 standard errors bound each check.
+func TestB3SBrainPrior(t *testing.T) {
+	f := B3SBrain()
+	if f.Name() != "b3s-brain" {
+		t.Fatalf("name %q", f.Name())
+	}
+	if _, err := family.Lookup("b3s-brain"); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	mask := []bool{true, true, true, true, true}
+	theta := make([]float64, f.Layout().DMax)
+	const n = 20000
+	var dSum, sSum, fSum, fHalf float64
+	dMin, dMax := math.Inf(1), math.Inf(-1)
+	for range n {
+		for j := range theta {
+			theta[j] = r.NormFloat64()
+		}
+		p := f.Natural(theta, mask)
+		d, s := p.Shared["d"], p.Shared["d_std"]
+		dSum += d
+		sSum += s
+		dMin, dMax = math.Min(dMin, d), math.Max(dMax, d)
+		fSum += p.Fractions[2]
+		if p.Fractions[2] > 0.5 {
+			fHalf++
+		}
+	}
+	if dMin < 1e-4 || dMax > 3.5e-3 {
+		t.Errorf("d outside [1e-4, 3.5e-3]: [%g, %g]", dMin, dMax)
+	}
+	check := func(name string, got, want, se float64) {
+		if math.Abs(got-want) > 5*se {
+			t.Errorf("%s = %g, want %g ± %g", name, got, want, 5*se)
+		}
+	}
+	check("mean d", dSum/n, (1e-4+3.5e-3)/2, 3.4e-3/math.Sqrt(12*n))
+	check("mean d_std", sSum/n, 1e-3, 2e-3/math.Sqrt(12*n))
+	check("mean f2", fSum/n, 0.25, math.Sqrt(3.0/80/n)) // Beta(1, 3) variance 3/80
+	check("P(f2 > 1/2)", fHalf/n, 0.125, math.Sqrt(0.125*0.875/n))
+	// Latent inverts Natural with the new ranges.
+	p := f.Natural(theta, mask)
+	back, err := f.Latent(p, mask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := f.Natural(back, mask); math.Abs(q.Shared["d"]-p.Shared["d"]) > 1e-12 || math.Abs(q.Shared["d_std"]-p.Shared["d_std"]) > 1e-12 {
+		t.Errorf("Latent/Natural round trip: %v vs %v", q.Shared, p.Shared)
+	}
+	if _, err := f.Latent(family.Params{Components: p.Components, Shared: map[string]float64{"d": 5e-3, "d_std": 1e-3}, Fractions: p.Fractions}, mask); err == nil {
+		t.Error("Latent accepted d = 5e-3 outside b3s-brain's range")
+	}
+}

@@ -129,10 +129,11 @@ func (m *Model) Latent(p family.Params, mask []bool) ([]float64, error) {
 		}
 		so := m.layout.SharedOffset()
 		var err error
-		if theta[so], err = intervalLatent(p.Shared["d"], 0, diffMax, "shared d"); err != nil {
+		d, ds := m.spec.SharedD, m.spec.SharedDStd
+		if theta[so], err = intervalLatent(p.Shared["d"], d.Lo, d.Hi, "shared d"); err != nil {
 			return nil, fmt.Errorf("dmri: %s: %w", name, err)
 		}
-		if theta[so+1], err = intervalLatent(p.Shared["d_std"], 0, diffStdMax, "shared d_std"); err != nil {
+		if theta[so+1], err = intervalLatent(p.Shared["d_std"], ds.Lo, ds.Hi, "shared d_std"); err != nil {
 			return nil, fmt.Errorf("dmri: %s: %w", name, err)
 		}
 	} else if len(p.Shared) > 0 {
