@@ -246,6 +246,11 @@ func Describe(name string, data []byte) (Info, error) {
 	if fl := h.cfg.Optimizer.Schedule.String(); fl != "" {
 		sched = " --lr-schedule " + fl
 	}
+	// A warm start names its source run in the runs/NAME layout of
+	// models/README.md (the recorded path is the training machine's).
+	if h.cfg.InitFrom != "" {
+		sched += " --init-from runs/" + filepath.Base(h.cfg.InitFrom)
+	}
 	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, sched, name)
 	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, sched, name)
 	return info, nil

@@ -70,6 +70,13 @@ type Config struct {
 	// stays the prior's. Validation always simulates from the prior. A
 	// resumed run may add, change or drop it (a fine-tune).
 	Proposal *family.FractionProposal `json:"proposal,omitempty" yaml:"proposal"`
+	// InitFrom, if set, is a training directory whose latest checkpoint's
+	// EMA weights initialise the network instead of random weights (a warm
+	// start: fine-tuning a trained network on another family with the same
+	// components, or on changed priors). The network configurations must be
+	// equal. The optimiser state starts fresh; the run counts its steps
+	// from 0. Stored in the checkpoints for provenance.
+	InitFrom string `json:"init_from,omitempty" yaml:"init_from"`
 }
 
 // ValidationConfig describes the validation set: Size simulations per
@@ -211,7 +218,7 @@ func optimFromEngine(c optim.Config) OptimConfig {
 // on one simulator goroutine, network.DefaultConfig(f) and
 // optim.DefaultConfig() (RAdam 5e-4, AGC 2.0, EMA 0.999). Families with a
 // shipped configuration (configs/FAMILY.yaml: lingauss-k6, symbolic-k15,
-// symbolic-k50, b3s, bszt) get its sizes instead (tuned, see that file
+// symbolic-k50, b3s, b3s-brain, bszt) get its sizes instead (tuned, see that file
 // and docs/training.md), so that `prism train --family F` without
 // --config trains the shipped setting. Neither Steps nor Minutes is set.
 func DefaultConfig(f family.Family) Config {
@@ -258,13 +265,12 @@ var tuned = map[string]func(*Config){
 		n := &c.Network
 		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
 	},
-	"b3s": func(c *Config) {
-		c.BatchSize = 32
-		c.Designs = []string{"ukb-mix", "hcp-mix", "shell:2500:20:1"}
-		c.Validation = ValidationConfig{Size: 512, Every: 250}
-		n := &c.Network
-		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 3
-		n.TensorFeatures = true
+	"b3s": tuneB3S,
+	"b3s-brain": func(c *Config) {
+		// b3s's setting (a warm start from a b3s run needs the same
+		// network) with a cosine decay over the fine-tune's 13,000 steps.
+		tuneB3S(c)
+		c.Optimizer.Schedule = Schedule{Kind: "cosine", Start: 0, Steps: 13000, Final: 0.05}
 	},
 	"bszt": func(c *Config) {
 		c.BatchSize = 32
@@ -274,6 +280,16 @@ var tuned = map[string]func(*Config){
 		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 6
 		c.Optimizer.Clip = 1
 	},
+}
+
+// tuneB3S is the setting of configs/b3s.yaml.
+func tuneB3S(c *Config) {
+	c.BatchSize = 32
+	c.Designs = []string{"ukb-mix", "hcp-mix", "shell:2500:20:1"}
+	c.Validation = ValidationConfig{Size: 512, Every: 250}
+	n := &c.Network
+	n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 3
+	n.TensorFeatures = true
 }
 
 // Validate checks the configuration against family f (design names are

@@ -101,6 +101,13 @@ func New(cfg Config, dir string, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var initStep int64
+	if cfg.InitFrom != "" {
+		if initStep, err = t.initFrom(cfg.InitFrom); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("train: %w", err)
@@ -111,11 +118,33 @@ func New(cfg Config, dir string, opts Options) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
+	if cfg.InitFrom != "" {
+		t.writeLog(map[string]any{"step": 0, "event": "init", "detail": fmt.Sprintf("EMA weights of %s at step %d", cfg.InitFrom, initStep)})
+	}
 	if err := t.checkpoint(); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// initFrom loads the EMA weights of the latest checkpoint in dir into the
+// network (and the optimiser's EMA), for Config.InitFrom, and returns that
+// checkpoint's step. The source network must have the same configuration
+// and therefore the same tensors.
+func (t *Trainer) initFrom(dir string) (int64, error) {
+	ck, err := loadCheckpoint(dir)
+	if err != nil {
+		return 0, fmt.Errorf("train: init_from: %w", err)
+	}
+	if ck.cfg.Network != t.cfg.Network {
+		return 0, fmt.Errorf("train: init_from %s: its network configuration %+v differs from this run's %+v", dir, ck.cfg.Network, t.cfg.Network)
+	}
+	if err := t.params.Assign(ck.tensors, optim.EMAPrefix); err != nil {
+		return 0, fmt.Errorf("train: init_from %s: %w", dir, err)
+	}
+	t.opt.ResetEMA()
+	return ck.state.Step, nil
 }
 
 // checkFreshDir checks that dir does not exist or is empty.

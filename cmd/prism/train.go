@@ -21,7 +21,7 @@ func init() {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--out DIR2]", stderr)
+	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--out DIR2]", stderr)
 	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
 	minutes := fs.Float64("minutes", 0, "train for this many minutes of wall time (replaces the config's steps/minutes)")
@@ -31,6 +31,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	proposal := fs.String("proposal", "", "training proposal SCALE:MIX for families with mixing fractions: with probability MIX the fraction latents are drawn with standard deviation SCALE, losses weighted by p/r (replaces the config's; allowed with --resume, to fine-tune)")
+	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory instead of random weights (same network configuration; e.g. to fine-tune on another family with the same components)")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -109,8 +110,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	var tr *train.Trainer
 	var err error
 	if *resume != "" {
-		if set["config"] || set["seed"] {
-			return errors.New("--config and --seed cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
+		if set["config"] || set["seed"] || set["init-from"] {
+			return errors.New("--config, --seed and --init-from cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
 		}
 		tr, err = train.Resume(*resume, *out, limit, opts)
 		if err != nil {
@@ -141,6 +142,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		}
 		if set["seed"] {
 			cfg.Seed = *seed
+		}
+		if set["init-from"] {
+			cfg.InitFrom = *initFrom
 		}
 		limit(&cfg)
 		if cfg.Steps == 0 && cfg.Minutes == 0 {
