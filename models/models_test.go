@@ -17,10 +17,10 @@ import (
 )
 
 // shipped are the models issue 8 requires, with their families.
-var shipped = map[string]string{"b3s": "b3s", "symbolic-k15": "symbolic-k15"}
+var shipped = map[string]string{"b3s": "b3s", "b3s-brain": "b3s-brain", "symbolic-k15": "symbolic-k15"}
 
 func TestNames(t *testing.T) {
-	if got, want := Names(), []string{"b3s", "symbolic-k15"}; !slices.Equal(got, want) {
+	if got, want := Names(), []string{"b3s", "b3s-brain", "symbolic-k15"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 }
@@ -67,6 +67,11 @@ func TestInfo(t *testing.T) {
 		cfg := "--config configs/" + name + ".yaml "
 		if !strings.HasPrefix(info.Train, "prism train "+cfg) || !strings.Contains(info.Reproduce, cfg+"--steps ") {
 			t.Errorf("%s: commands %q, %q", name, info.Train, info.Reproduce)
+		}
+		// b3s-brain is a warm start from the shipped b3s run; its commands
+		// must say so, in the runs/NAME layout of README.md.
+		if warm := strings.Contains(info.Train, "--init-from runs/b3s-anneal"); warm != (name == "b3s-brain") || strings.Contains(info.Reproduce, "--init-from runs/b3s-anneal") != warm {
+			t.Errorf("%s: commands %q, %q: warm start shown %v", name, info.Train, info.Reproduce, warm)
 		}
 		if fl := info.Config.Optimizer.Schedule.String(); fl != "" && (!strings.Contains(info.Train, " --lr-schedule "+fl+" ") || !strings.Contains(info.Reproduce, " --lr-schedule "+fl+" ")) {
 			t.Errorf("%s: the commands %q, %q omit the learning-rate schedule %s", name, info.Train, info.Reproduce, fl)
@@ -131,7 +136,7 @@ func TestUnknownModel(t *testing.T) {
 		func(n string) error { _, err := Weights(n); return err },
 	} {
 		err := f("b3")
-		if err == nil || !strings.Contains(err.Error(), `"b3"`) || !strings.Contains(err.Error(), "b3s, symbolic-k15") {
+		if err == nil || !strings.Contains(err.Error(), `"b3"`) || !strings.Contains(err.Error(), "b3s, b3s-brain, symbolic-k15") {
 			t.Errorf("unknown model: error %v, want the name and the list", err)
 		}
 	}

@@ -36,27 +36,23 @@ func ballSticks(v phantomVoxel, b float64, g []float64, s0, d, s float64) float6
 	return s0 * val
 }
 
-// TestDMRIPhantom is the synthetic phantom of issue 7: a 4-D NIfTI of
-// ball-and-sticks voxels with known stick counts (0, 1 or 2 crossing at
-// 90°) and orientations on the UKB-like protocol at SNR 80 (the top of the
-// b3s prior's noise range), fitted with the embedded b3s network through
-// the CLI. The recovered dyads1 must lie within 10° (median over voxels
-// with sticks) of the nearest true stick. For the counts it requires what
-// the shipped network achieves: stick voxels get P(0 sticks) ≤ 0.05 and
-// ball-only voxels at least 0.2 (presence is detected). The issue's
-// stronger criterion, nfibres_prob concentrating on the true count, is
-// logged but not met by the shipped network, which does not yet tell one
-// stick from two (docs/validation.md).
-//
-// PRISM_PHANTOM_CHECKPOINT=DIR fits with that checkpoint instead (to
-// follow a training run). The sform has a negative determinant, so FSL's
-// x flip does not apply and dyads are in the b-vectors' frame, where the
-// truth is given.
-func TestDMRIPhantom(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fits 64 voxels with the embedded b3s network")
-	}
-	dir := t.TempDir()
+// phantom is a synthetic ball-and-sticks scan written as NIfTI with FSL
+// gradient tables, and its truth per voxel.
+type phantom struct {
+	dwi, bval, bvec, mask string
+	truth                 []phantomVoxel
+}
+
+// writePhantom writes the phantom of TestDMRIPhantom into dir: 8 × 4 × 2
+// voxels on the UKB-like protocol at SNR 80 (the top of the b3s priors'
+// noise range) with S0 = 1000 and the shared Gamma diffusivity of
+// in-vivo white matter (mean 1.5e−3, standard deviation 0.5e−3 mm²/s):
+// 8 ball-only voxels, 32 with one stick (f = 0.5) and 24 with two sticks
+// (f = 0.4, 0.3) crossing at 90°, orientations random. The sform has a
+// negative determinant, so FSL's x flip does not apply and dyads are in
+// the b-vectors' frame, where the truth is given.
+func writePhantom(t *testing.T, dir string) phantom {
+	t.Helper()
 	d := fdmri.UKBDesign()
 	bval, bvec := writeFSLTable(t, dir, d, d.N)
 	const nx, ny, nz = 8, 4, 2
@@ -112,38 +108,48 @@ func TestDMRIPhantom(t *testing.T) {
 	for i := range mask.Data {
 		mask.Data[i] = 1
 	}
-	dwi, maskPath := filepath.Join(dir, "dwi.nii.gz"), filepath.Join(dir, "mask.nii.gz")
-	if err := nifti.Write(dwi, img); err != nil {
+	ph := phantom{dwi: filepath.Join(dir, "dwi.nii.gz"), bval: bval, bvec: bvec, mask: filepath.Join(dir, "mask.nii.gz"), truth: truth}
+	if err := nifti.Write(ph.dwi, img); err != nil {
 		t.Fatal(err)
 	}
-	if err := nifti.Write(maskPath, mask); err != nil {
+	if err := nifti.Write(ph.mask, mask); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "fit")
-	net := []string{"--model", "b3s"}
-	if ck := os.Getenv("PRISM_PHANTOM_CHECKPOINT"); ck != "" {
-		net = []string{"--checkpoint", ck}
-	}
-	args := append([]string{"dmri", "fit", "--dwi", dwi, "--bval", bval, "--bvec", bvec, "--mask", maskPath, "--out", out, "--quiet", "--ess-samples", "4"}, net...)
+	return ph
+}
+
+// phantomFit summarises one fit of the phantom.
+type phantomFit struct {
+	angles   []float64          // dyads1 to the nearest true stick, sorted, stick voxels
+	meanProb map[int][4]float64 // true count → mean nfibres_prob over its voxels
+	right    map[int]int        // true count → voxels whose most probable count is right
+	voxels   map[int]int        // true count → voxels
+}
+
+func (f phantomFit) medianAngle() float64 { return f.angles[len(f.angles)/2] }
+
+// fitPhantom runs `prism dmri fit` on the phantom with the network flags
+// net (e.g. --model b3s) into dir and summarises dyads1 and nfibres_prob.
+func fitPhantom(t *testing.T, ph phantom, dir string, net ...string) phantomFit {
+	t.Helper()
+	args := append([]string{"dmri", "fit", "--dwi", ph.dwi, "--bval", ph.bval, "--bvec", ph.bvec, "--mask", ph.mask, "--out", dir, "--quiet", "--ess-samples", "4"}, net...)
 	code, _, errs := prism(args...)
 	if code != 0 {
-		t.Fatalf("dmri fit: exit %d: %s", code, errs)
+		t.Fatalf("dmri fit %v: exit %d: %s", net, code, errs)
 	}
 	read := func(name string) *nifti.Volume {
-		v, err := nifti.Read(filepath.Join(out, name+".nii.gz"))
+		v, err := nifti.Read(filepath.Join(dir, name+".nii.gz"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
 	dyads, nfib := read("dyads1"), read("nfibres_prob")
-	var angles []float64
-	probTrue := map[int][]float64{}
-	meanProb := map[int]*[4]float64{}
-	right := 0
-	for i := range nv {
-		count := len(truth[i].f)
-		p := make([]float64, 4)
+	nv := len(ph.truth)
+	fit := phantomFit{meanProb: map[int][4]float64{}, right: map[int]int{}, voxels: map[int]int{}}
+	for i, tr := range ph.truth {
+		count := len(tr.f)
+		var p [4]float64
 		best := 0
 		for k := range 4 {
 			p[k] = float64(nfib.Data[i+k*nv])
@@ -151,49 +157,105 @@ func TestDMRIPhantom(t *testing.T) {
 				best = k
 			}
 		}
-		probTrue[count] = append(probTrue[count], p[count])
-		if meanProb[count] == nil {
-			meanProb[count] = new([4]float64)
-		}
+		mp := fit.meanProb[count]
 		for k := range 4 {
-			meanProb[count][k] += p[k]
+			mp[k] += p[k]
 		}
+		fit.meanProb[count] = mp
+		fit.voxels[count]++
 		if best == count {
-			right++
+			fit.right[count]++
 		}
 		if count == 0 {
 			continue
 		}
 		got := [3]float64{float64(dyads.Data[i]), float64(dyads.Data[i+nv]), float64(dyads.Data[i+2*nv])}
 		worst := 90.0
-		for _, n := range truth[i].dir {
+		for _, n := range tr.dir {
 			c := math.Abs(got[0]*n[0] + got[1]*n[1] + got[2]*n[2])
 			worst = math.Min(worst, math.Acos(math.Min(c, 1))*180/math.Pi)
 		}
-		angles = append(angles, worst)
+		fit.angles = append(fit.angles, worst)
 	}
-	slices.Sort(angles)
-	med := angles[len(angles)/2]
-	t.Logf("dyads1: median angle to the nearest true stick %.1f° (quartiles %.1f°, %.1f°) over %d voxels", med, angles[len(angles)/4], angles[3*len(angles)/4], len(angles))
-	if med > 10 {
-		t.Errorf("dyads1 median angle %.1f° > 10°", med)
+	for count, mp := range fit.meanProb {
+		for k := range mp {
+			mp[k] /= float64(fit.voxels[count])
+		}
+		fit.meanProb[count] = mp
+	}
+	slices.Sort(fit.angles)
+	a := fit.angles
+	t.Logf("%v: dyads1 median angle to the nearest true stick %.1f° (quartiles %.1f°, %.1f°) over %d voxels", net, fit.medianAngle(), a[len(a)/4], a[3*len(a)/4], len(a))
+	for count := 0; count <= 2; count++ {
+		t.Logf("%v: %d sticks: mean nfibres_prob %.2f, most probable count right in %d of %d voxels", net, count, fit.meanProb[count], fit.right[count], fit.voxels[count])
+	}
+	return fit
+}
+
+// TestDMRIPhantom is the synthetic phantom of issue 7 (writePhantom),
+// fitted through the CLI with both shipped dMRI networks at the default
+// λ = 0.3. For each, the recovered dyads1 must lie within 10° (median over
+// voxels with sticks) of the nearest true stick.
+//
+// The paper's b3s network detects presence (stick voxels get P(0 sticks) ≤
+// 0.05, ball-only voxels at least 0.2) but does not count sticks at this
+// diffusivity: its prior puts 65 % of simulations at d > 3.5e−3 mm²/s and
+// rarely has two large sticks (docs/validation.md, "fibre counts").
+// b3s-brain (in-vivo priors, docs/families/dmri.md) must satisfy the
+// issue's criterion, nfibres_prob concentrating on the true count: for
+// ball-only, one-stick and two-stick voxels alike, a mean probability of
+// at least phantomMinProb on the true count and the most probable count
+// right in at least phantomMinRight of the voxels (the shipped network:
+// 0.91, 0.85 and 0.76, and 64 of 64).
+//
+// PRISM_PHANTOM_CHECKPOINT=DIR fits with that checkpoint instead of the
+// embedded b3s-brain (to follow a training run).
+func TestDMRIPhantom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits 64 voxels with each of the embedded b3s and b3s-brain networks")
+	}
+	dir := t.TempDir()
+	ph := writePhantom(t, dir)
+
+	paper := fitPhantom(t, ph, filepath.Join(dir, "fit-b3s"), "--model", "b3s")
+	if med := paper.medianAngle(); med > 10 {
+		t.Errorf("b3s: dyads1 median angle %.1f° > 10°", med)
 	}
 	for count := 0; count <= 2; count++ {
-		m := 0.0
-		for _, v := range probTrue[count] {
-			m += v / float64(len(probTrue[count]))
-		}
-		mp := *meanProb[count]
-		for k := range mp {
-			mp[k] /= float64(len(probTrue[count]))
-		}
-		t.Logf("%d sticks: mean nfibres_prob of the true count %.2f (%d voxels; mean over 0..3 sticks %.2f)", count, m, len(probTrue[count]), mp)
+		mp := paper.meanProb[count]
 		switch {
 		case count == 0 && mp[0] < 0.2:
-			t.Errorf("ball-only voxels: mean P(0 sticks) %.2f < 0.2", mp[0])
+			t.Errorf("b3s: ball-only voxels: mean P(0 sticks) %.2f < 0.2", mp[0])
 		case count > 0 && mp[0] > 0.05:
-			t.Errorf("%d-stick voxels: mean P(0 sticks) %.2f > 0.05", count, mp[0])
+			t.Errorf("b3s: %d-stick voxels: mean P(0 sticks) %.2f > 0.05", count, mp[0])
 		}
 	}
-	t.Logf("most probable count right in %d of %d voxels", right, nv)
+
+	net := []string{"--model", "b3s-brain"}
+	if ck := os.Getenv("PRISM_PHANTOM_CHECKPOINT"); ck != "" {
+		net = []string{"--checkpoint", ck}
+	}
+	brain := fitPhantom(t, ph, filepath.Join(dir, "fit-brain"), net...)
+	if med := brain.medianAngle(); med > 10 {
+		t.Errorf("%v: dyads1 median angle %.1f° > 10°", net, med)
+	}
+	for count := 0; count <= 2; count++ {
+		if p := brain.meanProb[count][count]; p < phantomMinProb {
+			t.Errorf("%v: %d-stick voxels: mean nfibres_prob of the true count %.2f < %.2f", net, count, p, phantomMinProb)
+		}
+		if r, n := brain.right[count], brain.voxels[count]; float64(r) < phantomMinRight*float64(n) {
+			t.Errorf("%v: %d-stick voxels: most probable count right in %d of %d (< %.0f %%)", net, count, r, n, 100*phantomMinRight)
+		}
+	}
 }
+
+// The fibre-count criterion of TestDMRIPhantom. "Concentrates" is read as
+// most of the mass on the true count (0.7; the mask prior at λ = 0.3
+// gives at most 0.48 to any count) and the right answer as the most probable one
+// in 90 % of voxels. The fit is deterministic; the margin to the shipped
+// network's 0.76 (two sticks, the lowest) covers the float rounding of
+// other CPUs, which moves these probabilities by ~1e−3.
+const (
+	phantomMinProb  = 0.7
+	phantomMinRight = 0.9
+)
