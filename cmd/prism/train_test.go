@@ -171,6 +171,9 @@ func TestTrainCLIErrors(t *testing.T) {
 		{[]string{"--resume", nonEmpty}, "no checkpoint"},
 		{[]string{"--resume", ck, "--config", cfg}, "--config"},
 		{[]string{"--resume", ck, "--family", "b3s"}, "lingauss-k6"},
+		{[]string{"--resume", ck, "--init-from", ck}, "--init-from"},
+		{[]string{"--config", cfg, "--steps", "1", "--init-from", filepath.Join(dir, "nothing"), "--out", out}, "init_from"},
+		{[]string{"--family", "b3s", "--steps", "1", "--init-from", ck, "--out", out}, "network configuration"},
 	}
 	for _, c := range cases {
 		code, _, errs := prism(append([]string{"train", "--quiet"}, c.args...)...)
@@ -184,5 +187,13 @@ func TestTrainCLIErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed train created its output directory")
+	}
+	// A warm start from ck trains and logs where its weights came from.
+	warm := filepath.Join(dir, "warm")
+	if code, _, errs := prism("train", "--quiet", "--config", cfg, "--steps", "1", "--init-from", ck, "--out", warm); code != 0 {
+		t.Fatalf("--init-from: exit %d: %s", code, errs)
+	}
+	if log, err := os.ReadFile(filepath.Join(warm, "log.jsonl")); err != nil || !strings.Contains(string(log), `"event":"init"`) || !strings.Contains(string(log), ck) {
+		t.Errorf("warm-start log lacks the init event naming %s: %s %v", ck, log, err)
 	}
 }
