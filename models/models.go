@@ -242,17 +242,17 @@ func Describe(name string, data []byte) (Info, error) {
 	}
 	// A learning-rate schedule is a function of the step only, so one run
 	// with it equals a constant-rate run resumed with it (an annealed run).
-	sched := ""
+	flags := ""
 	if fl := h.cfg.Optimizer.Schedule.String(); fl != "" {
-		sched = " --lr-schedule " + fl
+		flags = " --lr-schedule " + fl
 	}
 	// A warm start names its source run in the runs/NAME layout of
 	// models/README.md (the recorded path is the training machine's).
 	if h.cfg.InitFrom != "" {
-		sched += " --init-from runs/" + filepath.Base(h.cfg.InitFrom)
+		flags += " --init-from runs/" + filepath.Base(h.cfg.InitFrom)
 	}
-	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, sched, name)
-	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, sched, name)
+	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, flags, name)
+	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, flags, name)
 	return info, nil
 }
 

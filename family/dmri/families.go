@@ -21,15 +21,23 @@ var B3SAlpha = []float64{3.5, 1.0, 0.3, 0.1}
 // Dirichlet(3.5, 1, 0.3, 0.1); SNR ~ U(3, 80). The mask prior is
 // Bernoulli(λ) on the four compartments with at least one forced on.
 // θ has 3 + 2 + 0 + 3·2 + 1 = 12 dimensions.
-func B3S() *Model {
-	m, err := New(Spec{
+func B3S() *Model { return mustNew(b3sSpec()) }
+
+// b3sSpec is the paper's B3S specification, which b3s-brain modifies.
+func b3sSpec() Spec {
+	return Spec{
 		Name:         "b3s",
 		Description:  "multi-shell ball + 3 sticks, shared Gamma diffusivity, Dirichlet(3.5,1,0.3,0.1) fractions, Gaussian noise",
 		Compartments: []Compartment{MultiShellBall, MultiShellStick, MultiShellStick, MultiShellStick},
 		Noise:        []Noise{Gaussian},
 		Alpha:        B3SAlpha,
 		MaskPrior:    family.BernoulliPrior{NumBase: 4, NumNoise: 1, MinActive: 1},
-	})
+	}
+}
+
+// mustNew builds a registered family from a spec that is known to be valid.
+func mustNew(spec Spec) *Model {
+	m, err := New(spec)
 	if err != nil {
 		panic(err)
 	}
@@ -48,20 +56,14 @@ func B3S() *Model {
 // crossings (d ≈ 1.5e−3, two sticks of 0.3–0.4) and does not learn to
 // count fibres there (docs/validation.md).
 func B3SBrain() *Model {
-	m, err := New(Spec{
-		Name:         "b3s-brain",
-		Description:  "b3s with in-vivo brain priors: d ~ U(1e-4, 3.5e-3), d_std ~ U(0, 2e-3) mm²/s, uniform Dirichlet fractions",
-		Compartments: []Compartment{MultiShellBall, MultiShellStick, MultiShellStick, MultiShellStick},
-		Noise:        []Noise{Gaussian},
-		Alpha:        []float64{1, 1, 1, 1},
-		MaskPrior:    family.BernoulliPrior{NumBase: 4, NumNoise: 1, MinActive: 1},
-		SharedD:      Range{1e-4, 3.5e-3},
-		SharedDStd:   Range{0, 2e-3},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return m
+	// Built from b3s's spec, so that the components (and with them a
+	// network's tensors, for warm starts) stay those of b3s.
+	spec := b3sSpec()
+	spec.Name = "b3s-brain"
+	spec.Description = "b3s with in-vivo brain priors: d ~ U(1e-4, 3.5e-3), d_std ~ U(0, 2e-3) mm²/s, uniform Dirichlet fractions"
+	spec.Alpha = []float64{1, 1, 1, 1}
+	spec.SharedD, spec.SharedDStd = Range{1e-4, 3.5e-3}, Range{0, 2e-3}
+	return mustNew(spec)
 }
 
 // BSZT returns the Ball–Stick–Zeppelin–Tensor family of the paper (App. C.2;
@@ -80,7 +82,7 @@ func BSZT() *Model {
 		alpha[k] = 1
 		dims[k] = c.latents()
 	}
-	m, err := New(Spec{
+	return mustNew(Spec{
 		Name:         "bszt",
 		Description:  "ball, 3 sticks, 3 zeppelins, 3 tensors, uniform fractions, Gaussian or Rician noise, dimension-penalised prior",
 		Compartments: comps,
@@ -88,10 +90,6 @@ func BSZT() *Model {
 		Alpha:        alpha,
 		MaskPrior:    family.DimPenalisedPrior{Dims: dims, NumNoise: 2, P0: family.DefaultP0, LambdaMax: family.DefaultLambdaMax},
 	})
-	if err != nil {
-		panic(err)
-	}
-	return m
 }
 
 // BSZTConvCompartments are the 19 signal compartments of bszt-conv in mask
@@ -116,7 +114,7 @@ func BSZTConv() *Model {
 		alpha[k] = 1
 		dims[k] = c.latents()
 	}
-	m, err := New(Spec{
+	return mustNew(Spec{
 		Name:         "bszt-conv",
 		Description:  "bszt + dot, Watson/Bingham sticks and zeppelins, NODDI and SANDI (Watson, Bingham); uniform fractions, Gaussian or Rician noise, dimension-penalised prior",
 		Compartments: append([]Compartment(nil), comps...),
@@ -124,8 +122,4 @@ func BSZTConv() *Model {
 		Alpha:        alpha,
 		MaskPrior:    family.DimPenalisedPrior{Dims: dims, NumNoise: 2, P0: family.DefaultP0, LambdaMax: family.DefaultLambdaMax},
 	})
-	if err != nil {
-		panic(err)
-	}
-	return m
 }
