@@ -78,6 +78,13 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("Validate: %v does not mention %q", err, want)
 		}
 	}
+	for _, r := range []int{-1, 5} {
+		c := DefaultConfig(f)
+		c.Steps, c.BatchSize, c.Replicas = 1, 4, r
+		if err := c.Validate(f); err == nil || !strings.Contains(err.Error(), "replicas") {
+			t.Errorf("Validate with replicas %d of batch 4: %v", r, err)
+		}
+	}
 }
 
 // TestShippedConfigs loads every file in configs/, validates it and builds

@@ -40,11 +40,15 @@ type stream struct {
 	noiseSeed uint64 // MakeBatch seed
 }
 
-// group is the data of one optimiser step: one batch per stream.
+// group is the data of one optimiser step: one batch per stream, cut into
+// one shard per data-parallel replica.
 type group struct {
 	starts  []uint64          // global index of each stream's first sample
 	samples [][]family.Sample // per stream, BatchSize samples
-	batches []network.Batch   // per stream, the network's tensors
+	// batches holds the network's tensors of stream j's shard r at
+	// j·replicas + r; shard r holds the stream's samples
+	// [r·B/replicas, (r+1)·B/replicas).
+	batches []network.Batch
 	err     error
 	owner   int // worker whose free list the group returns to
 }
@@ -63,6 +67,7 @@ type prefetcher struct {
 	net     *network.Net
 	streams []stream
 	bs      int
+	shards  int // replicas: shards per stream batch
 	starts  []uint64
 
 	ready []chan *group
@@ -76,9 +81,9 @@ type prefetcher struct {
 
 // newPrefetcher starts workers simulating from the given per-stream start
 // indices.
-func newPrefetcher(f family.Family, net *network.Net, streams []stream, bs int, starts []uint64, workers, depth int) *prefetcher {
+func newPrefetcher(f family.Family, net *network.Net, streams []stream, bs, shards int, starts []uint64, workers, depth int) *prefetcher {
 	p := &prefetcher{
-		f: f, net: net, streams: streams, bs: bs, starts: append([]uint64(nil), starts...),
+		f: f, net: net, streams: streams, bs: bs, shards: shards, starts: append([]uint64(nil), starts...),
 		ready: make([]chan *group, workers), free: make([]chan *group, workers),
 		done: make(chan struct{}),
 	}
@@ -90,7 +95,7 @@ func newPrefetcher(f family.Family, net *network.Net, streams []stream, bs int, 
 			p.free[w] <- &group{
 				starts:  make([]uint64, len(streams)),
 				samples: make([][]family.Sample, len(streams)),
-				batches: make([]network.Batch, len(streams)),
+				batches: make([]network.Batch, len(streams)*shards),
 				owner:   w,
 			}
 		}
@@ -138,9 +143,12 @@ func (p *prefetcher) fill(g *group, k int) {
 			g.err = fmt.Errorf("stream %q: %w", s.name, err)
 			return
 		}
-		if err := p.net.MakeBatch(samples, s.noiseSeed, &g.batches[j]); err != nil {
-			g.err = fmt.Errorf("stream %q, samples %d–%d: %w", s.name, start, start+uint64(p.bs)-1, err)
-			return
+		for r := range p.shards {
+			lo, hi := r*p.bs/p.shards, (r+1)*p.bs/p.shards
+			if err := p.net.MakeBatch(samples[lo:hi], s.noiseSeed, &g.batches[j*p.shards+r]); err != nil {
+				g.err = fmt.Errorf("stream %q, samples %d–%d: %w", s.name, start+uint64(lo), start+uint64(hi)-1, err)
+				return
+			}
 		}
 	}
 }

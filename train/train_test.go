@@ -291,7 +291,7 @@ func TestPrefetchMatchesDirectSimulation(t *testing.T) {
 	want := make([]family.Sample, bs*groups)
 	family.SimulateBatch(f, streams[0].sim, 100, want)
 	for _, workers := range []int{1, 2, 3} {
-		p := newPrefetcher(f, net, streams, bs, []uint64{100}, workers, 2*workers)
+		p := newPrefetcher(f, net, streams, bs, 1, []uint64{100}, workers, 2*workers)
 		for k := range groups {
 			g, err := p.nextGroup(context.Background())
 			if err != nil {

@@ -58,6 +58,9 @@ type Trainer struct {
 	opts    Options
 
 	g, vg  *engine.Graph
+	// reps are the data-parallel replicas (Config.Replicas); reps[0] is
+	// net itself with graph g.
+	reps []replica
 	backup []float32 // raw parameter values while validating with the EMA
 	log    *os.File
 	logW   *bufio.Writer
@@ -242,7 +245,7 @@ func sameDir(a, b string) bool {
 func sameNumerics(a, b *Config) error {
 	strip := func(c Config) ([]byte, error) {
 		c.Steps, c.Minutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0
-		c.Prefetch, c.SimWorkers = 0, 0
+		c.Prefetch, c.SimWorkers, c.Replicas = 0, 0, 0
 		c.Optimizer.Schedule = Schedule{}
 		c.Proposal = nil
 		return json.Marshal(c)
@@ -256,7 +259,7 @@ func sameNumerics(a, b *Config) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	if !bytes.Equal(ja, jb) {
-		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers, the learning-rate schedule and the fraction proposal may change")
+		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers, replicas, the learning-rate schedule and the fraction proposal may change")
 	}
 	return nil
 }
@@ -274,6 +277,15 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 	}
 	t := &Trainer{cfg: cfg, f: f, net: net, params: params, opt: opt, dir: dir, opts: opts,
 		g: engine.NewGraph(), vg: engine.NewGraph(), backup: make([]float32, params.NumValues())}
+	t.reps = []replica{{net: net, g: t.g}}
+	for range cfg.replicas() - 1 {
+		r, err := net.Replica()
+		if err != nil {
+			opt.Close()
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		t.reps = append(t.reps, replica{net: r, g: engine.NewGraph()})
+	}
 	if t.opts.ProgressInterval <= 0 {
 		t.opts.ProgressInterval = time.Second
 	}
@@ -365,7 +377,6 @@ func (t *Trainer) checkpoint() error {
 func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	cfg := &t.cfg
 	nstreams := len(t.streams)
-	seedScale := []float32{1 / float32(nstreams)}
 	start := time.Now()
 	cpu0 := cputime.Duration()
 	var warmCPU time.Duration
@@ -378,7 +389,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	restores := 0
 	firstStep := t.state.Step
 
-	pf := newPrefetcher(t.f, t.net, t.streams, cfg.BatchSize, t.state.Next, cfg.SimWorkers, cfg.Prefetch)
+	pf := newPrefetcher(t.f, t.net, t.streams, cfg.BatchSize, len(t.reps), t.state.Next, cfg.SimWorkers, cfg.Prefetch)
 	defer func() { pf.close() }()
 	var waitedBefore time.Duration // waits of closed prefetchers
 
@@ -416,24 +427,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("train: step %d: %w", t.state.Step+1, grp.err)
 		}
 
-		// Forward and backward per stream; parameter gradients accumulate
-		// (1/S each) into the mean of the streams' losses.
-		t.params.ZeroGrad()
-		var loss, ml, pl float64
-		finite := true
-		for j := range grp.batches {
-			t.g.Reset()
-			total, m, p := t.net.Loss(t.g, &grp.batches[j])
-			v := float64(total.Item())
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				finite = false
-				break
-			}
-			t.g.BackwardFrom(total, seedScale)
-			loss += v / float64(nstreams)
-			ml += m / float64(nstreams)
-			pl += p / float64(nstreams)
-		}
+		loss, ml, pl, finite := t.gradients(grp)
 		if finite && t.fault != nil && t.fault(t.state.Step+1) {
 			t.params.All()[0].Grad[0] = float32(math.NaN())
 		}
@@ -454,7 +448,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			if err := t.skipBatch(t.state.Step+1, starts, stepErr); err != nil {
 				return res, err
 			}
-			pf = newPrefetcher(t.f, t.net, t.streams, cfg.BatchSize, t.state.Next, cfg.SimWorkers, cfg.Prefetch)
+			pf = newPrefetcher(t.f, t.net, t.streams, cfg.BatchSize, len(t.reps), t.state.Next, cfg.SimWorkers, cfg.Prefetch)
 			continue
 		}
 		for j := range t.state.Next {

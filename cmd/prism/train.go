@@ -32,6 +32,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	proposal := fs.String("proposal", "", "training proposal SCALE:MIX for families with mixing fractions: with probability MIX the fraction latents are drawn with standard deviation SCALE, losses weighted by p/r (replaces the config's; allowed with --resume, to fine-tune)")
 	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory instead of random weights (same network configuration; e.g. to fine-tune on another family with the same components)")
+	replicas := fs.Int("replicas", 0, "data-parallel replicas: each step's batch is split into this many shards trained concurrently, one per core (same results up to rounding; replaces the config's; allowed with --resume)")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -49,6 +50,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	if set["steps"] && *steps <= 0 {
 		return fmt.Errorf("--steps %d must be positive", *steps)
+	}
+	if set["replicas"] && *replicas <= 0 {
+		return fmt.Errorf("--replicas %d must be positive", *replicas)
 	}
 	var sched train.Schedule
 	if set["lr-schedule"] {
@@ -70,6 +74,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		}
 		if set["lr-schedule"] {
 			c.Optimizer.Schedule = sched
+		}
+		if set["replicas"] {
+			c.Replicas = *replicas
 		}
 		switch {
 		case set["minutes"]:
@@ -160,8 +167,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		dir = *out
 	}
 	cfg := tr.Config()
-	fmt.Fprintf(stderr, "prism train: %s, %d parameters, batch %d × %d stream(s), from step %d, output %s\n",
-		cfg.Family, tr.Net().Params().NumValues(), cfg.BatchSize, max(1, len(cfg.Designs)), tr.Step(), dir)
+	fmt.Fprintf(stderr, "prism train: %s, %d parameters, batch %d × %d stream(s) on %d replica(s), from step %d, output %s\n",
+		cfg.Family, tr.Net().Params().NumValues(), cfg.BatchSize, max(1, len(cfg.Designs)), max(1, cfg.Replicas), tr.Step(), dir)
 	res, err := tr.Run(ctx)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

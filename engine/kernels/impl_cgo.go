@@ -11,7 +11,6 @@ package kernels
 import "C"
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -41,7 +40,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	initBLAS()
 	g := gemmArgs{transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc}
-	p := runtime.GOMAXPROCS(0)
+	p := procs()
 	if blasThreads.Load() > 1 || p == 1 || float64(m)*float64(n)*float64(k) < gemmSerialMACs {
 		g.call()
 		return
@@ -261,7 +260,7 @@ func linearFused(m, n, k int, x []float32, ldx int, w []float32, ldw int, bias, 
 	}
 	j := linearJobs.get()
 	j.g, j.bias, j.res, j.y = g, bias, res, y
-	p := runtime.GOMAXPROCS(0)
+	p := procs()
 	switch {
 	case p == 1 || float64(m)*float64(n)*float64(k) < gemmSerialMACs:
 		j.dim = 'm'

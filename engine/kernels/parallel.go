@@ -59,6 +59,31 @@ func startWorkers() {
 	}
 }
 
+// parallelism caps the cores each kernel call splits its work over (0: no
+// cap, GOMAXPROCS).
+var parallelism atomic.Int32
+
+// SetParallelism caps the number of cores every later kernel call splits
+// its work over at n, or removes the cap for n ≤ 0, and returns the
+// previous cap (0 for none). Callers that already keep every core busy
+// with independent work (data-parallel training replicas, one per core)
+// set it to 1, so that each kernel runs inline on its caller instead of
+// handing pieces to workers that are busy anyway. Results do not depend
+// on the cap beyond floating-point summation order.
+func SetParallelism(n int) int {
+	return int(parallelism.Swap(int32(max(n, 0))))
+}
+
+// procs is the number of cores kernels split work over: GOMAXPROCS, or
+// the SetParallelism cap when that is lower.
+func procs() int {
+	p := runtime.GOMAXPROCS(0)
+	if c := int(parallelism.Load()); c > 0 && c < p {
+		return c
+	}
+	return p
+}
+
 // chunksPerProc is how many pieces per core the kernels cut their work into,
 // for load balance when a core is shared with other processes.
 const chunksPerProc = 4
@@ -66,11 +91,11 @@ const chunksPerProc = 4
 // numChunks returns how many pieces parallelRun splits n items into when each
 // piece should hold at least grain items.
 func numChunks(n, grain int) int {
-	procs := runtime.GOMAXPROCS(0)
-	if procs == 1 {
+	p := procs()
+	if p == 1 {
 		return 1
 	}
-	return max(1, min(chunksPerProc*procs, n/max(grain, 1)))
+	return max(1, min(chunksPerProc*p, n/max(grain, 1)))
 }
 
 // parallelRun splits [0, n) into numChunks(n, grain) contiguous pieces and
@@ -120,15 +145,16 @@ type funcRunner func(lo, hi int)
 
 func (f funcRunner) run(_, lo, hi int) { f(lo, hi) }
 
-// ParallelFor splits [0, n) into at most GOMAXPROCS contiguous ranges and
+// ParallelFor splits [0, n) into at most procs() (GOMAXPROCS or the
+// SetParallelism cap) contiguous ranges and
 // calls body on each, concurrently on the calling goroutine and the
 // package's persistent workers, returning when all are done. It runs
 // body(0, n) inline when n < 2 or GOMAXPROCS is 1. Only the closure passed
 // in may allocate; the scheduling itself allocates nothing. Calls may be
 // nested (also around Sgemm): inner calls run inline when no worker is idle.
 func ParallelFor(n int, body func(lo, hi int)) {
-	procs := runtime.GOMAXPROCS(0)
-	parallelRun(n, (n+procs-1)/procs, funcRunner(body))
+	p := procs()
+	parallelRun(n, (n+p-1)/p, funcRunner(body))
 }
 
 // ParallelForGrain is ParallelFor with ranges of at least grain items (and
