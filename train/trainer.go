@@ -57,10 +57,10 @@ type Trainer struct {
 	val     []valStream
 	opts    Options
 
-	g, vg  *engine.Graph
+	g, vg *engine.Graph
 	// reps are the data-parallel replicas (Config.Replicas); reps[0] is
 	// net itself with graph g.
-	reps []replica
+	reps   []replica
 	backup []float32 // raw parameter values while validating with the EMA
 	log    *os.File
 	logW   *bufio.Writer
