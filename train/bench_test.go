@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -13,13 +14,21 @@ import (
 // optimiser waited for data:
 //
 //	go test ./train -run '^$' -bench Train -benchtime 20x
+//
+// The /replicas=2 cases run the same config data-parallel on two
+// replicas (Config.Replicas), side by side with one.
 func BenchmarkTrain(b *testing.B) {
-	for _, name := range []string{"lingauss-k6", "symbolic-k15", "b3s"} {
+	for _, name := range []string{"lingauss-k6", "lingauss-k6/replicas=2", "symbolic-k15", "symbolic-k15/replicas=2", "b3s"} {
 		b.Run(name, func(b *testing.B) {
-			cfg, err := LoadConfig(filepath.Join("..", "configs", name+".yaml"), "")
+			file, replicas := name, 1
+			if base, ok := strings.CutSuffix(name, "/replicas=2"); ok {
+				file, replicas = base, 2
+			}
+			cfg, err := LoadConfig(filepath.Join("..", "configs", file+".yaml"), "")
 			if err != nil {
 				b.Fatal(err)
 			}
+			cfg.Replicas = replicas
 			cfg.Steps, cfg.Minutes = b.N+1, 0
 			cfg.Validation.Every = 0
 			cfg.CheckpointMinutes = 1e6

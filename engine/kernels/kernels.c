@@ -1,6 +1,7 @@
 // Fast C kernels of package kernels, compiled by cgo with -O3 -march=native
 // -fopenmp-simd (flags in impl_cgo.go). The float semantics stay IEEE (no
-// -ffast-math, so NaN and Inf propagate as in the Go reference); the loops
+// -ffast-math, so NaN and Inf propagate as in the Go reference) except that
+// subnormals are flushed to zero inside the kernels (PK_FTZ below); the loops
 // that need reassociation to vectorise (sums, maxima) say so explicitly with
 // "#pragma omp simd reduction", which -fopenmp-simd honours without linking
 // an OpenMP runtime. exp is a branch-free polynomial (below) that gcc
@@ -17,6 +18,30 @@
 #endif
 
 #pragma GCC target("prefer-vector-width=512")
+
+// PK_FTZ, first statement of every exported kernel, turns on flush-to-zero
+// and denormals-are-zero (MXCSR bits 15 and 6) for the kernel's duration
+// and restores the caller's MXCSR on return (cgo runs the kernel on a Go
+// thread, whose Go code keeps full IEEE semantics). Training drives some
+// values into the float32 subnormal range (below 1.2e-38: GELU′ of large
+// negative pre-activations, the gradients that flow through it), and every
+// arithmetic operation on a subnormal takes a microcode assist of ~100
+// cycles on x86: a lingauss-k6 run slowed from 10,500 to 7,700 samples/s
+// over 20 minutes, with the GELU backward's products 3× slower
+// (docs/benchmarks.md). Flushing changes results only where a value or a
+// product is below 1.2e-38 in magnitude; NaN and Inf propagate unchanged.
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+static inline unsigned pk_ftz_enter(void) {
+	unsigned csr = _mm_getcsr();
+	_mm_setcsr(csr | 0x8040u);
+	return csr;
+}
+static inline void pk_ftz_leave(unsigned *csr) { _mm_setcsr(*csr); }
+#define PK_FTZ unsigned pk_csr_ __attribute__((cleanup(pk_ftz_leave), unused)) = pk_ftz_enter()
+#else
+#define PK_FTZ (void)0
+#endif
 
 #define PK_INLINE static inline __attribute__((always_inline))
 
@@ -104,6 +129,7 @@ PK_INLINE void pk_transpose16x16(__m512 r[16]) {
 // ---- bias ---------------------------------------------------------------
 
 void pk_add_bias(float *y, long lo, long hi, long n, const float *bias) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++) {
 		float *yr = y + r * n;
 		for (long j = 0; j < n; j++) yr[j] += bias[j];
@@ -111,6 +137,7 @@ void pk_add_bias(float *y, long lo, long hi, long n, const float *bias) {
 }
 
 void pk_bias_grad(const float *dy, long lo, long hi, long n, float *dbias) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++) {
 		const float *g = dy + r * n;
 		for (long j = 0; j < n; j++) dbias[j] += g[j];
@@ -137,6 +164,7 @@ PK_INLINE void pk_row_stats(const float *x, long dim, float eps, float *mean, fl
 
 void pk_ln_fwd(const float *x, long lo, long hi, long dim, const float *gamma, const float *beta,
 	float eps, float *y, float *mean, float *rstd) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++) {
 		const float *xr = x + r * dim;
 		float *yr = y + r * dim;
@@ -199,6 +227,7 @@ PK_INLINE void pk_ln_bwd_row(const float *g0, const float *xr, float m, float rs
 
 void pk_ln_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
 	long lo, long hi, long dim, float *dx, float *dgamma, float *dbeta) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++)
 		pk_ln_bwd_row(dy + r * dim, x + r * dim, mean[r], rstd[r], gamma, dim, dx ? dx + r * dim : NULL,
 			dgamma, dbeta);
@@ -207,6 +236,7 @@ void pk_ln_bwd(const float *dy, const float *x, const float *mean, const float *
 // ---- AdaLN modulation -----------------------------------------------------
 
 void pk_mod_fwd(const float *h, const float *s, const float *c, long lo, long hi, long t, long d, float *y) {
+	PK_FTZ;
 	for (long b = lo; b < hi; b++) {
 		const float *sb = s + b * d, *cb = c + b * d;
 		for (long i = b * t; i < (b + 1) * t; i++) {
@@ -219,6 +249,7 @@ void pk_mod_fwd(const float *h, const float *s, const float *c, long lo, long hi
 
 void pk_mod_bwd(const float *dy, const float *h, const float *s, long lo, long hi, long t, long d,
 	float *dh, float *ds, float *dc) {
+	PK_FTZ;
 	for (long b = lo; b < hi; b++) {
 		const float *sb = s + b * d;
 		for (long i = b * t; i < (b + 1) * t; i++) {
@@ -235,6 +266,7 @@ void pk_mod_bwd(const float *dy, const float *h, const float *s, long lo, long h
 
 void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float *gamma, const float *beta,
 	const float *s, const float *c, float eps, float *y, float *mean, float *rstd) {
+	PK_FTZ;
 	float stack[1024];
 	// effective scale and shift per batch
 	float *sc = 2 * d <= 1024 ? stack : malloc(2 * d * sizeof(float));
@@ -264,6 +296,7 @@ void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float 
 void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
 	const float *beta, const float *s, long lo, long hi, long t, long d,
 	float *dx, float *dgamma, float *dbeta, float *ds, float *dc) {
+	PK_FTZ;
 	float stack[1024];
 	float *dln = d <= 1024 ? stack : malloc(d * sizeof(float));
 	if (!dln) abort();
@@ -352,6 +385,7 @@ PK_INLINE __mmask16 pk_tail(long left) { return left >= 16 ? (__mmask16)0xFFFF :
 #endif
 
 void pk_gelu_fwd(const float *x, float *y, long n) {
+	PK_FTZ;
 #ifdef __AVX512F__
 	for (long i = 0; i < n; i += 16) {
 		const __mmask16 m = pk_tail(n - i);
@@ -363,6 +397,7 @@ void pk_gelu_fwd(const float *x, float *y, long n) {
 }
 
 void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n) {
+	PK_FTZ;
 #ifdef __AVX512F__
 	for (long i = 0; i < n; i += 16) {
 		const __mmask16 m = pk_tail(n - i);
@@ -375,6 +410,7 @@ void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n) {
 }
 
 void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, float *y) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++) {
 		float *zr = z + r * n, *yr = y + r * n;
 		if (bias) {
@@ -399,6 +435,7 @@ void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, flo
 }
 
 void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n, float *dz, float *dbias) {
+	PK_FTZ;
 	for (long r = lo; r < hi; r++) {
 		const float *g = dy + r * n, *zr = z + r * n;
 #ifdef __AVX512F__
@@ -421,14 +458,17 @@ void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n,
 // ---- elementwise -------------------------------------------------------------
 
 void pk_axpy(float alpha, const float *x, float *y, long n) {
+	PK_FTZ;
 	for (long i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
 void pk_add(float *dst, const float *a, const float *b, long n) {
+	PK_FTZ;
 	for (long i = 0; i < n; i++) dst[i] = a[i] + b[i];
 }
 
 void pk_scale(float alpha, float *x, long n) {
+	PK_FTZ;
 	for (long i = 0; i < n; i++) x[i] *= alpha;
 }
 
@@ -996,6 +1036,7 @@ static void pk_attn_fwd_tiny16(const pk_attn_shape *s, const float *q, const flo
 
 void pk_attn_fwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
 	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi) {
+	PK_FTZ;
 	const pk_attn_shape sh = {0, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo}, *s = &sh;
 #ifdef __AVX512F__
 	if (Dh == 16 && Tk >= 1 && Tk <= 16 && !allow && !probs) {
@@ -1211,6 +1252,7 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv, long ldo, const float *q, const float *k, const float *v,
 	const float *probs, const float *out, const float *dout, const unsigned char *allow, long bstride,
 	float *dq, float *dk, float *dv, long lo, long hi) {
+	PK_FTZ;
 	const pk_attn_shape sh = {0, Tq, Tk, H, Dh, ldq, ldk, ldv, ldo}, *s = &sh;
 	switch (s->Dh) {
 	case 16: pk_attn_bwd_body(s, q, k, v, probs, out, dout, allow, bstride, dq, dk, dv, lo, hi, 16); break;
@@ -1456,6 +1498,7 @@ static void pk_sgemm_short(long m, long n, long k, float alpha, const float *a, 
 // (transposed B too large to pack) so the caller can use OpenBLAS.
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc) {
+	PK_FTZ;
 	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0, NULL, 0);
 }
 
@@ -1467,6 +1510,7 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 // still go through C, only the last block's store is replaced.
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	PK_FTZ;
 	// Row-major A (the forward products) takes the tall kernel at every m:
 	// its A tiles are packed by in-register transposes, the short
 	// kernel's by scalar moves, which cost a quarter of the time on
@@ -1554,6 +1598,7 @@ int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long 
 
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	PK_FTZ;
 	return 0;
 }
 #endif
