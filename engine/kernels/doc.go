@@ -47,7 +47,11 @@
 //   - cgo also rejects -fno-math-errno and -fassociative-math, and
 //     -ffast-math would break NaN/Inf handling; instead reductions are
 //     marked "#pragma omp simd reduction" (-fopenmp-simd, no OpenMP
-//     runtime) and exp is a branch-free polynomial, so IEEE semantics stay.
+//     runtime) and exp is a branch-free polynomial, so IEEE semantics stay,
+//     except for subnormals: every C kernel sets flush-to-zero and
+//     denormals-are-zero for its duration (restoring the caller's MXCSR),
+//     because operations on subnormals take microcode assists; a 20-minute
+//     lingauss-k6 training slowed by a quarter as GELU′ underflowed.
 //   - gcc unrolls 16-trip loops (Dh = 16) completely and then fails to
 //     vectorise them: perf showed 16 scalar vfmadd231ss per key. Explicit
 //     16-lane vector types made the attention forward 4–5× faster.
