@@ -18,7 +18,7 @@ import (
 // The /replicas=2 cases run the same config data-parallel on two
 // replicas (Config.Replicas), side by side with one.
 func BenchmarkTrain(b *testing.B) {
-	for _, name := range []string{"lingauss-k6", "lingauss-k6/replicas=2", "symbolic-k15", "symbolic-k15/replicas=2", "b3s"} {
+	for _, name := range []string{"lingauss-k6", "lingauss-k6/replicas=2", "symbolic-k15", "symbolic-k15/replicas=2", "b3s", "b3s/replicas=2"} {
 		b.Run(name, func(b *testing.B) {
 			file, replicas := name, 1
 			if base, ok := strings.CutSuffix(name, "/replicas=2"); ok {
