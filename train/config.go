@@ -255,6 +255,7 @@ var tuned = map[string]func(*Config){
 		// A small, fast network: many small steps learn q(M|x,λ) fastest
 		// within minutes on 2 cores (docs/training.md).
 		c.BatchSize = 32
+		c.Replicas = 2 // its products are too small to split over cores
 		c.CheckpointMinutes = 2
 		c.LogEvery = 50
 		c.Validation = ValidationConfig{Size: 1024, Every: 1000}
