@@ -174,6 +174,8 @@ func TestTrainCLIErrors(t *testing.T) {
 		{[]string{"--resume", ck, "--init-from", ck}, "--init-from"},
 		{[]string{"--config", cfg, "--steps", "1", "--init-from", filepath.Join(dir, "nothing"), "--out", out}, "init_from"},
 		{[]string{"--family", "b3s", "--steps", "1", "--init-from", ck, "--out", out}, "network configuration"},
+		{[]string{"--config", cfg, "--steps", "1", "--replicas", "0", "--out", out}, "--replicas"},
+		{[]string{"--config", cfg, "--steps", "1", "--replicas", "100000", "--out", out}, "replicas 100000"},
 	}
 	for _, c := range cases {
 		code, _, errs := prism(append([]string{"train", "--quiet"}, c.args...)...)
@@ -187,6 +189,11 @@ func TestTrainCLIErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed train created its output directory")
+	}
+	// --replicas may change on --resume: the run continues on 2 replicas.
+	more := filepath.Join(dir, "more")
+	if code, _, errs := prism("train", "--resume", ck, "--out", more, "--steps", "2", "--replicas", "2"); code != 0 || !strings.Contains(errs, "on 2 replica(s)") {
+		t.Errorf("--resume with --replicas 2: exit %d: %s", code, errs)
 	}
 	// A warm start from ck trains and logs where its weights came from.
 	warm := filepath.Join(dir, "warm")
