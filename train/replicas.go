@@ -67,7 +67,8 @@ func (t *Trainer) gradients(grp *group) (loss, ml, pl float64, finite bool) {
 	}
 	// The replicas already occupy the cores: kernels split their work over
 	// the cores left to each replica (usually none, so they run inline).
-	prev := kernels.SetParallelism(max(1, runtime.GOMAXPROCS(0)/nrep))
+	limit := max(1, runtime.GOMAXPROCS(0)/nrep)
+	kernels.LimitParallelism(limit)
 	var wg sync.WaitGroup
 	for i := range t.reps {
 		wg.Add(1)
@@ -77,7 +78,7 @@ func (t *Trainer) gradients(grp *group) (loss, ml, pl float64, finite bool) {
 		}()
 	}
 	wg.Wait()
-	kernels.SetParallelism(prev)
+	kernels.UnlimitParallelism(limit)
 
 	finite = true
 	for i := range t.reps {

@@ -59,23 +59,59 @@ func startWorkers() {
 	}
 }
 
-// parallelism caps the cores each kernel call splits its work over (0: no
-// cap, GOMAXPROCS).
-var parallelism atomic.Int32
+// Parallelism caps. LimitParallelism(n) and UnlimitParallelism(n) bracket
+// a section of a program during which every kernel call splits its work
+// over at most n cores. Sections may overlap (several data-parallel
+// trainers in one process): the lowest cap among the open sections
+// applies, and none once all are closed. parallelism holds that effective
+// cap (0: none), capCount how many sections of each cap are open.
+var (
+	parallelism atomic.Int32
+	capMu       sync.Mutex
+	capCount    = map[int]int{}
+)
 
-// SetParallelism caps the number of cores every later kernel call splits
-// its work over at n, or removes the cap for n ≤ 0, and returns the
-// previous cap (0 for none). Callers that already keep every core busy
-// with independent work (data-parallel training replicas, one per core)
-// set it to 1, so that each kernel runs inline on its caller instead of
-// handing pieces to workers that are busy anyway. Results do not depend
-// on the cap beyond floating-point summation order.
-func SetParallelism(n int) int {
-	return int(parallelism.Swap(int32(max(n, 0))))
+// LimitParallelism opens a section in which kernels split their work over
+// at most n ≥ 1 cores (n < 1 counts as 1) until the matching
+// UnlimitParallelism(n). Callers that already keep every core busy with
+// independent work (data-parallel training replicas, one per core) use 1,
+// so that each kernel runs inline on its caller instead of handing pieces
+// to workers that are busy anyway. Results do not depend on the cap beyond
+// floating-point summation order.
+func LimitParallelism(n int) {
+	n = max(n, 1)
+	capMu.Lock()
+	capCount[n]++
+	updateParallelism()
+	capMu.Unlock()
+}
+
+// UnlimitParallelism closes a section opened by LimitParallelism(n).
+func UnlimitParallelism(n int) {
+	n = max(n, 1)
+	capMu.Lock()
+	defer capMu.Unlock()
+	if capCount[n] == 0 {
+		panic("kernels: UnlimitParallelism without a matching LimitParallelism")
+	}
+	capCount[n]-- // entries stay, so the next section allocates nothing
+	updateParallelism()
+}
+
+// updateParallelism stores the lowest cap among the open sections (capMu
+// held).
+func updateParallelism() {
+	c := 0
+	for k, open := range capCount {
+		if open > 0 && (c == 0 || k < c) {
+			c = k
+		}
+	}
+	parallelism.Store(int32(c))
 }
 
 // procs is the number of cores kernels split work over: GOMAXPROCS, or
-// the SetParallelism cap when that is lower.
+// the LimitParallelism cap when that is lower.
 func procs() int {
 	p := runtime.GOMAXPROCS(0)
 	if c := int(parallelism.Load()); c > 0 && c < p {
@@ -146,7 +182,7 @@ type funcRunner func(lo, hi int)
 func (f funcRunner) run(_, lo, hi int) { f(lo, hi) }
 
 // ParallelFor splits [0, n) into at most procs() (GOMAXPROCS or the
-// SetParallelism cap) contiguous ranges and
+// LimitParallelism cap) contiguous ranges and
 // calls body on each, concurrently on the calling goroutine and the
 // package's persistent workers, returning when all are done. It runs
 // body(0, n) inline when n < 2 or GOMAXPROCS is 1. Only the closure passed
