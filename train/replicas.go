@@ -21,6 +21,8 @@ type replica struct {
 	// share of the step, and whether every loss was finite.
 	loss, ml, pl float64
 	finite       bool
+
+	seed [1]float32 // the backward pass's seed gradient (the shard's weight)
 }
 
 // replicas returns the number of data-parallel replicas (at least one).
@@ -34,9 +36,7 @@ func (c *Config) replicas() int { return max(c.Replicas, 1) }
 // gradient.
 func (r *replica) pass(grp *group, rep, nrep, nstreams, bs int) {
 	r.loss, r.ml, r.pl, r.finite = 0, 0, 0, true
-	for _, p := range r.net.Params().All() {
-		clear(p.Grad)
-	}
+	r.net.Params().ZeroGrad()
 	for j := range nstreams {
 		b := &grp.batches[j*nrep+rep]
 		w := float64(b.B) / float64(bs*nstreams)
@@ -47,7 +47,8 @@ func (r *replica) pass(grp *group, rep, nrep, nstreams, bs int) {
 			r.finite = false
 			return
 		}
-		r.g.BackwardFrom(total, []float32{float32(w)})
+		r.seed[0] = float32(w)
+		r.g.BackwardFrom(total, r.seed[:])
 		r.loss += w * v
 		r.ml += w * m
 		r.pl += w * p
