@@ -182,10 +182,10 @@ type funcRunner func(lo, hi int)
 func (f funcRunner) run(_, lo, hi int) { f(lo, hi) }
 
 // ParallelFor splits [0, n) into at most procs() (GOMAXPROCS or the
-// LimitParallelism cap) contiguous ranges and
-// calls body on each, concurrently on the calling goroutine and the
-// package's persistent workers, returning when all are done. It runs
-// body(0, n) inline when n < 2 or GOMAXPROCS is 1. Only the closure passed
+// LimitParallelism cap) contiguous ranges and calls body on each,
+// concurrently on the calling goroutine and the package's persistent
+// workers, returning when all are done. It runs body(0, n) inline when
+// n < 2 or procs() is 1. Only the closure passed
 // in may allocate; the scheduling itself allocates nothing. Calls may be
 // nested (also around Sgemm): inner calls run inline when no worker is idle.
 func ParallelFor(n int, body func(lo, hi int)) {
