@@ -395,6 +395,26 @@ func TestLossesForward(t *testing.T) {
 	if math.Abs(float64(bce)-want) > 1e-5*want {
 		t.Errorf("BCEWithLogits = %v, want %v", bce, want)
 	}
+	// Softmax cross-entropy against log-sum-exp in float64, with logits
+	// large enough that an unshifted exp would overflow float32.
+	ceLogits := []float32{-30, -1, 0, 2, 95, 90, 88, -5}
+	ceBias := []float32{0, 1, -1, 0.5, 0, 3, 0, -2}
+	ceTargets := []int32{3, 0}
+	ceWeights := []float32{2, 0.5}
+	ce := g.SoftmaxCrossEntropy(g.Input(ceLogits, 2, 4), g.Input(ceBias, 2, 4), ceTargets, g.Input(ceWeights, 2)).Item()
+	wantCE := 0.0
+	for r := range 2 {
+		sum := 0.0
+		for j := range 4 {
+			sum += math.Exp(float64(ceLogits[r*4+j]+ceBias[r*4+j]) - 93)
+		}
+		t := int(ceTargets[r])
+		wantCE += float64(ceWeights[r]) * (93 + math.Log(sum) - float64(ceLogits[r*4+t]+ceBias[r*4+t]))
+	}
+	// float32 output of a sum of O(10): relative 1e-6.
+	if math.Abs(float64(ce)-wantCE) > 1e-6*wantCE {
+		t.Errorf("SoftmaxCrossEntropy = %v, want %v", ce, wantCE)
+	}
 	mask := []float32{1, 0, 1, 1, 0}
 	mse := g.MaskedSquaredError(g.Input(logits, 5), g.Input(targets, 5), g.Input(mask, 5)).Item()
 	if want := float32(30*30 + 1 + 4); mse != want {

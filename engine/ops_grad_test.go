@@ -161,6 +161,13 @@ func TestGradReductionsAndLosses(t *testing.T) {
 	gradCheck(t, "BCEWithLogits", 31, []leaf{randLeaf(r, 2, 3, 4)}, func(g *Graph, x []*Tensor) *Tensor {
 		return g.BCEWithLogits(x[0], g.Input(targets, 3, 4), g.Input(weights, 3, 4))
 	})
+	ceBias := make([]float32, 12)
+	for i := range ceBias {
+		ceBias[i] = float32(i%5) - 2
+	}
+	gradCheck(t, "SoftmaxCrossEntropy", 34, []leaf{randLeaf(r, 2, 3, 4)}, func(g *Graph, x []*Tensor) *Tensor {
+		return g.SoftmaxCrossEntropy(x[0], g.Input(ceBias, 3, 4), []int32{3, 0, 2}, g.Input([]float32{1, 0.5, 2}, 3))
+	})
 	gradCheck(t, "MaskedSquaredError", 32, []leaf{randLeaf(r, 1, 3, 4), randLeaf(r, 1, 3, 4)}, func(g *Graph, x []*Tensor) *Tensor {
 		return g.MaskedSquaredError(x[0], x[1], g.Input(weights, 3, 4))
 	})

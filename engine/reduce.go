@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prismsbi/prism/engine/kernels"
 )
@@ -114,6 +115,87 @@ func bceBackward(g *Graph, nd *node) {
 	x := nd.a
 	if x.needsGrad() {
 		kernels.BCEWithLogitsBackward(x.Data, nd.b.Data, dataOf(nd.c), x.Size(), nd.out.Grad[0], x.Grad)
+	}
+}
+
+// SoftmaxCrossEntropy returns Σ_r w_r·(−log softmax(logits_r + bias_r)[t_r])
+// over the rows r of logits [R, K]: the negative log-likelihood of the
+// classes targets (length R, each in [0, K)) under categorical
+// distributions with log-probabilities logits + bias − logsumexp. bias
+// ([R, K] or nil) and weights ([R] or nil, 1 if nil) are constants; every
+// biased logit of a row must be finite, and targets must not change
+// before Backward. Gradient:
+// dlogits_r = dout·w_r·(softmax(logits_r + bias_r) − onehot(t_r)).
+// node: a = logits, b = bias, c = weights, idx = targets, s0 = softmax.
+func (g *Graph) SoftmaxCrossEntropy(logits, bias *Tensor, targets []int32, weights *Tensor) *Tensor {
+	if logits.Rank() < 1 {
+		panic(fmt.Sprintf("engine: SoftmaxCrossEntropy of logits %v", logits.Shape))
+	}
+	k := logits.Cols()
+	r := logits.Size() / max(k, 1)
+	if k == 0 || len(targets) != r || (bias != nil && bias.Size() != r*k) || (weights != nil && weights.Size() != r) {
+		panic(fmt.Sprintf("engine: SoftmaxCrossEntropy of logits %v, bias %v, %d targets, weights %v", logits.Shape, shapeOf(bias), len(targets), shapeOf(weights)))
+	}
+	out := g.newTensor(g.anyGrad(logits))
+	// z holds the biased logits, then (kept for backward) their softmax.
+	z := g.buf(r * k)
+	copy(z, logits.Data[:r*k])
+	if bias != nil {
+		for j, b := range bias.Data[:r*k] {
+			z[j] += b
+		}
+	}
+	var loss float64
+	for i := range r {
+		row := z[i*k : (i+1)*k]
+		t := int(targets[i])
+		if t < 0 || t >= k {
+			panic(fmt.Sprintf("engine: SoftmaxCrossEntropy target %d of row %d outside [0, %d)", t, i, k))
+		}
+		mx := float64(row[0])
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		sum := 0.0
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+		}
+		lse := mx + math.Log(sum)
+		w := 1.0
+		if weights != nil {
+			w = float64(weights.Data[i])
+		}
+		loss += w * (lse - float64(row[t]))
+		for j, v := range row {
+			row[j] = float32(math.Exp(float64(v) - lse))
+		}
+	}
+	out.Data[0] = float32(loss)
+	if out.requiresGrad {
+		nd := g.record(out, softmaxCEBackward)
+		nd.a, nd.b, nd.c, nd.idx, nd.s0 = logits, bias, weights, targets, z
+	}
+	return out
+}
+
+// dlogits_r += dout·w_r·(p_r − onehot(t_r)).
+func softmaxCEBackward(g *Graph, nd *node) {
+	x := nd.a
+	if !x.needsGrad() {
+		return
+	}
+	k := x.Cols()
+	dout := nd.out.Grad[0]
+	for i, t := range nd.idx {
+		w := dout
+		if nd.c != nil {
+			w *= nd.c.Data[i]
+		}
+		gr, p := x.Grad[i*k:(i+1)*k], nd.s0[i*k:(i+1)*k]
+		for j := range gr {
+			gr[j] += w * p[j]
+		}
+		gr[t] -= w
 	}
 }
 

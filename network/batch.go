@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
@@ -39,6 +40,14 @@ type Batch struct {
 	// and Active holds 0/1.
 	Weighted   bool
 	MaskWeight []float32
+
+	// Categorical decoder only, K = max(1, LambdaDraws) rows per sample
+	// (draw-major, see fillCategorical): the class of each mask ([K·B]),
+	// the prior log p(M | λ) of every class ([K·B, |S|]) and the row
+	// weights ([K·B]: importance weight / K).
+	Class     []int32
+	PriorBias []float32
+	RowWeight []float32
 
 	active []bool // [DMax] scratch
 }
@@ -83,6 +92,11 @@ func (n *Net) MakeBatch(samples []family.Sample, seed uint64, b *Batch) error {
 	}
 	if b.Weighted {
 		b.MaskWeight = resize(b.MaskWeight, bs*c)
+	}
+	if n.cat != nil {
+		if err := n.fillCategorical(samples, seed, b); err != nil {
+			return err
+		}
 	}
 	for i := range samples {
 		s := &samples[i]
@@ -140,18 +154,34 @@ func boolf(on bool) float32 {
 }
 
 // Loss builds the training graph of batch b on g: the encoder (shared),
-// the model decoder's BCE and the parameter decoder's v-loss, and returns
+// the model decoder's negative log-likelihood −log q(M | x, λ) (the sum of
+// the autoregressive decoder's BCE terms, or the categorical decoder's
+// softmax cross-entropy) and the parameter decoder's v-loss, and returns
 // total = Σ BCE / B + Σ_active (F − F*)² / (B·√DMax) together with its two
 // terms. The caller resets g beforehand and runs g.Backward(total).
 func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, paramLoss float64) {
 	bs, c, dm := b.B, n.c, n.dmax
 	enc := n.encode(g, &b.enc)
-	logits := n.maskForward(g, enc, g.Input(b.Lambda, bs, 1), b.BitsIn)
-	var mw *engine.Tensor
-	if b.Weighted {
-		mw = g.Input(b.MaskWeight, bs, c, 1)
+	var bce *engine.Tensor
+	if n.cat != nil {
+		f := n.categoricalForward(g, enc)
+		if draws := len(b.Class) / bs; draws > 1 {
+			fs := make([]*engine.Tensor, draws)
+			for d := range fs {
+				fs[d] = f
+			}
+			f = g.Concat(0, fs...)
+		}
+		rows, k := len(b.Class), len(n.cat.masks)
+		bce = g.SoftmaxCrossEntropy(f, g.Input(b.PriorBias, rows, k), b.Class, g.Input(b.RowWeight, rows))
+	} else {
+		logits := n.maskForward(g, enc, g.Input(b.Lambda, bs, 1), b.BitsIn)
+		var mw *engine.Tensor
+		if b.Weighted {
+			mw = g.Input(b.MaskWeight, bs, c, 1)
+		}
+		bce = g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), mw)
 	}
-	bce := g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), mw)
 	thIn := g.Mul(g.Input(b.ThetaSigma, bs, dm), g.Input(b.CIn, bs, 1))
 	f := n.paramForward(g, enc, thIn, g.Input(b.CNoise, bs, 1), b.Allow)
 	mse := g.MaskedSquaredError(f, g.Input(b.FTarget, bs, dm), g.Input(b.Active, bs, dm))
@@ -159,4 +189,57 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 	wp := float32(1 / (float64(bs) * math.Sqrt(float64(dm))))
 	total = g.Add(g.Scale(bce, wm), g.Scale(mse, wp))
 	return total, float64(bce.Item()) * float64(wm), float64(mse.Item()) * float64(wp)
+}
+
+// lambdaStream is XORed into the training seed to select the per-sample
+// random streams of the categorical decoder's extra λ draws.
+const lambdaStream = 0x6c616d6264610bad
+
+// fillCategorical writes the categorical decoder's targets of samples into
+// b: each mask's class, the prior bias of each sample's λ and of its
+// LambdaDraws − 1 extra draws, and the row weights (importance weight
+// over the number of draws). Rows are draw-major: row k·B + i is draw k of
+// sample i (draw 0 is the sample's own λ).
+func (n *Net) fillCategorical(samples []family.Sample, seed uint64, b *Batch) error {
+	bs, k, draws := len(samples), len(n.cat.masks), max(1, n.cfg.LambdaDraws)
+	b.Class = resize(b.Class, draws*bs)
+	b.PriorBias = resize(b.PriorBias, draws*bs*k)
+	b.RowWeight = resize(b.RowWeight, draws*bs)
+	prior := n.fam.MaskPrior()
+	var lambdas []float64
+	for i := range samples {
+		s := &samples[i]
+		class := n.classOf(s.Mask)
+		if class < 0 {
+			return fmt.Errorf("network: sample %d has a mask outside the prior support of %s", s.Index, n.fam.Name())
+		}
+		w := float32(math.Exp(s.LogWeight) / float64(draws))
+		lambdas = lambdaChain(prior, s.Mask, s.Lambda, draws, family.SampleRNG(seed^lambdaStream, s.Index), lambdas)
+		for d, lambda := range lambdas {
+			row := d*bs + i
+			b.Class[row], b.RowWeight[row] = class, w
+			n.priorBias(lambda, b.PriorBias[row*k:(row+1)*k])
+		}
+	}
+	return nil
+}
+
+// lambdaChain returns draws values of λ, written into out (reused if it
+// has room): lambda0 (an exact draw from p(λ | mask) for a simulated
+// sample) and draws − 1 steps of an independence Metropolis–Hastings chain
+// with proposal U(0, 1), the λ prior, which accepts λ' with probability
+// min(1, p(mask | λ')/p(mask | λ)). The chain leaves p(λ | mask) invariant,
+// so every value is p(λ | mask)-distributed.
+func lambdaChain(prior family.MaskPrior, mask []bool, lambda0 float64, draws int, r *rand.Rand, out []float64) []float64 {
+	out = resize(out, draws)
+	lambda, lp := lambda0, prior.LogProb(mask, lambda0)
+	out[0] = lambda
+	for d := 1; d < draws; d++ {
+		l := r.Float64()
+		if lpl := prior.LogProb(mask, l); math.Log(r.Float64()) < lpl-lp {
+			lambda, lp = l, lpl
+		}
+		out[d] = lambda
+	}
+	return out
 }

@@ -126,3 +126,34 @@ func BenchmarkSampleMasks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMakeBatch times MakeBatch for lingauss-k6 at batch 32 (the
+// validation runs' size) for each model decoder: the categorical decoder
+// adds the prior bias of all |S| = 64 classes per λ draw.
+//
+//	go test -run '^$' -bench MakeBatch ./network
+func BenchmarkMakeBatch(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		decoder string
+		draws   int
+	}{{"autoregressive", AutoregressiveDecoder, 0}, {"categorical", CategoricalDecoder, 0}, {"categorical-draws8", CategoricalDecoder, 8}} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := newNet(b, "lingauss-k6", func(f family.Family) Config {
+				c := tinyConfig(f)
+				c.MaskDecoder, c.LambdaDraws = tc.decoder, tc.draws
+				return c
+			}, 1)
+			const bs = 32
+			samples := benchSamples(n, bs)
+			var batch Batch
+			b.ResetTimer()
+			for i := range b.N {
+				if err := n.MakeBatch(samples, uint64(i), &batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(bs*b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}

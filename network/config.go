@@ -28,6 +28,19 @@ type Config struct {
 	EncoderLayers int `json:"encoder_layers"`
 	MaskLayers    int `json:"mask_layers"`
 	ParamLayers   int `json:"param_layers"`
+	// MaskDecoder selects the model decoder: "" or "autoregressive" (the
+	// paper's) or "categorical" (a prism extension for families with at
+	// most MaxCategoricalMasks masks in the prior support; see
+	// CategoricalDecoder).
+	MaskDecoder string `json:"mask_decoder,omitempty"`
+	// LambdaDraws (categorical decoder, training only) is the number K of
+	// complexity values averaged in each sample's mask loss: the sample's
+	// own λ and K−1 more drawn from p(λ | M) by an independence
+	// Metropolis–Hastings chain started at it (λ ~ U(0, 1), as the
+	// simulator draws it). Every draw is exactly p(λ | M)-distributed, so
+	// the average estimates the same loss with less variance; the network
+	// is evaluated once per sample. 0 or 1: the sample's λ only.
+	LambdaDraws int `json:"lambda_draws,omitempty"`
 	// LambdaEmbed and NoiseEmbed are the Gaussian-Fourier embedding widths
 	// of λ (model decoder) and c_noise (parameter decoder) (reference: 64).
 	LambdaEmbed int `json:"lambda_embed"`
@@ -97,6 +110,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: mlp_width %d must be positive", c.MLPWidth)
 	case c.EncoderLayers < 0 || c.MaskLayers <= 0 || c.ParamLayers <= 0:
 		return fmt.Errorf("network: layers (encoder %d, mask %d, param %d) invalid: the decoders need at least one", c.EncoderLayers, c.MaskLayers, c.ParamLayers)
+	case c.MaskDecoder != "" && c.MaskDecoder != AutoregressiveDecoder && c.MaskDecoder != CategoricalDecoder:
+		return fmt.Errorf("network: mask_decoder %q unknown (want %q or %q)", c.MaskDecoder, AutoregressiveDecoder, CategoricalDecoder)
+	case c.LambdaDraws < 0 || c.LambdaDraws > 1024 || (c.LambdaDraws > 1 && c.MaskDecoder != CategoricalDecoder):
+		return fmt.Errorf("network: lambda_draws %d must be in [0, 1024] and needs mask_decoder %q", c.LambdaDraws, CategoricalDecoder)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
 	case c.PointsPerToken <= 0:

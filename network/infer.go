@@ -33,6 +33,9 @@ func rowsPerObs(enc *engine.Tensor, b int) (int, error) {
 // encoded observations and len(masks) = B must be a multiple of Be: rows
 // s·B/Be … (s+1)·B/Be − 1 belong to observation s.
 func (n *Net) MaskLogits(g *engine.Graph, enc *engine.Tensor, lambda float64, masks [][]bool) (*engine.Tensor, error) {
+	if n.cat != nil {
+		return nil, fmt.Errorf("network: MaskLogits needs the autoregressive model decoder; use MaskLogProbs")
+	}
 	b := len(masks)
 	if _, err := rowsPerObs(enc, b); err != nil {
 		return nil, err
@@ -78,8 +81,9 @@ func MaskLogProb(logits *engine.Tensor, masks [][]bool, out []float64) []float64
 }
 
 // SampleMasks draws count masks from q(M | x, λ) for each of the Be
-// observations encoded in enc [Be, T, D], autoregressively with a KV cache
-// per layer (O(C²) attention work per mask). It returns the masks
+// observations encoded in enc [Be, T, D]: autoregressively with a KV cache
+// per layer (O(C²) attention work per mask), or for the categorical decoder
+// by inverse CDF from one pass per observation. It returns the masks
 // (observation-major: masks[s·count + j]) and their log-probabilities
 // log q(M | x, λ). Random numbers are drawn from rng in a fixed order.
 func (n *Net) SampleMasks(enc *engine.Tensor, lambda float64, count int, rng *rand.Rand) ([][]bool, []float64, error) {
@@ -93,6 +97,10 @@ func (n *Net) SampleMasks(enc *engine.Tensor, lambda float64, count int, rng *ra
 		masks[i] = flat[i*n.c : (i+1)*n.c]
 	}
 	logq := make([]float64, be*count)
+	if n.cat != nil {
+		n.sampleCategorical(enc, lambda, count, rng, masks, logq)
+		return masks, logq, nil
+	}
 	if count >= sampleRows {
 		for s := range be {
 			for lo := 0; lo < count; lo += sampleRows {

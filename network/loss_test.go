@@ -135,17 +135,27 @@ func TestParamLossExplicit(t *testing.T) {
 // derivatives carry a factor (2π)³ (at h = 1e-2 they are off by ~10%).
 // Tolerance 3e-3 + 2e-2·|g·u|.
 func TestLossGradient(t *testing.T) {
+	categoricalDraws := func(f family.Family) Config {
+		c := categoricalConfig(f)
+		c.LambdaDraws = 3
+		return c
+	}
 	for _, tc := range []struct {
 		fam    string
+		cfg    func(family.Family) Config
 		params []string
 	}{
-		{"b3s", []string{"enc.fourier", "enc.in.w", "enc.layer0.attn.wqkv", "tok.id", "tok.bit", "tok.mask.start",
+		{"b3s", tinyConfig, []string{"enc.fourier", "enc.in.w", "enc.layer0.attn.wqkv", "tok.id", "tok.bit", "tok.mask.start",
 			"tok.frac.enc", "tok.frac.dec.w", "tok.shared.dec.w", "tok.comp1.enc", "tok.comp4.dec.b",
 			"mdec.fourier", "mdec.ctx.w", "mdec.layer1.ada1.ws", "mdec.layer0.cross.wkv", "mdec.head.w",
 			"pdec.fourier", "pdec.layer0.ada3.wc", "pdec.layer1.mlp.w1", "pdec.ln.g"}},
-		{"lingauss-k6", []string{"enc.pos", "enc.in.w", "tok.comp2.enc", "tok.comp0.dec.w", "mdec.layer0.attn.wo", "pdec.layer1.cross.wq"}},
+		{"lingauss-k6", tinyConfig, []string{"enc.pos", "enc.in.w", "tok.comp2.enc", "tok.comp0.dec.w", "mdec.layer0.attn.wo", "pdec.layer1.cross.wq"}},
+		// The categorical model decoder with λ draws (softmax cross-entropy
+		// over replicated rows).
+		{"lingauss-k6", categoricalDraws, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
+		{"b3s", categoricalConfig, []string{"enc.fourier", "tok.id", "mdec.layer0.attn.wqkv", "mdec.cat.w"}},
 	} {
-		n := newNet(t, tc.fam, tinyConfig, 50)
+		n := newNet(t, tc.fam, tc.cfg, 50)
 		perturbParams(n, 0.3, 51)
 		s := simulate(n.fam, 52, 0, 4)
 		var b Batch

@@ -83,8 +83,11 @@ type Net struct {
 
 	// decoders
 	mdec       decoder
-	mHeadW     *engine.Tensor // [D, 1]
+	mHeadW     *engine.Tensor // [D, 1] (autoregressive)
 	mHeadB     *engine.Tensor // [1]
+	catW       *engine.Tensor // [C·D, |S|] (categorical), zero-initialised
+	catB       *engine.Tensor // [|S|]
+	cat        *categorical   // nil for the autoregressive decoder
 	pdec       decoder
 	causalMask engine.Mask
 
@@ -131,6 +134,11 @@ func New(f family.Family, cfg Config, seed uint64) (*Net, error) {
 		}
 	default:
 		return nil, fmt.Errorf("network: family %s has %d covariates per measurement; the encoders handle 1 (grid) or 4 (dMRI)", f.Name(), d0.CovDim)
+	}
+	if cfg.MaskDecoder == CategoricalDecoder {
+		if err := n.planCategorical(); err != nil {
+			return nil, err
+		}
 	}
 	n.planTokens(comps)
 	if len(n.tokens) == 0 {
@@ -219,7 +227,13 @@ func (n *Net) build(comps []family.Component) {
 
 	m := s.Scope("mdec")
 	n.mdec = newDecoder(m, c, c.MaskLayers, c.LambdaEmbed)
-	n.mHeadW, n.mHeadB = m.New("head.w", vs1, d, 1), m.New("head.b", z, 1)
+	if n.cat != nil {
+		// Zero weights: at initialisation q(M | x, λ) is the prior.
+		k := len(n.cat.masks)
+		n.catW, n.catB = m.New("cat.w", z, n.c*d, k), m.New("cat.b", z, k)
+	} else {
+		n.mHeadW, n.mHeadB = m.New("head.w", vs1, d, 1), m.New("head.b", z, 1)
+	}
 
 	n.pdec = newDecoder(s.Scope("pdec"), c, c.ParamLayers, c.NoiseEmbed)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/network"
 )
 
 // maskSamplerRows is the number of rows the network's KV-cached sampler
@@ -181,11 +180,10 @@ func (p *Posterior) LogProbMasks(obs []Observation, lambda float64, masks [][][]
 			for _, i := range ch.idx {
 				rowMasks = append(rowMasks, list(i)[ch.lo:ch.hi]...)
 			}
-			logits, err := p.net.MaskLogits(g, enc, lambda, rowMasks)
+			lq, err = p.net.MaskLogProbs(g, enc, lambda, rowMasks, lq)
 			if err != nil {
 				return nil, fmt.Errorf("posterior: %w", err)
 			}
-			lq = network.MaskLogProb(logits, rowMasks, lq)
 			r := ch.hi - ch.lo
 			for j, i := range ch.idx {
 				if out[i] == nil {

@@ -59,11 +59,10 @@ func LingaussMaskAccuracy(net *network.Net, n int, seed uint64) (LingaussAccurac
 		if err != nil {
 			return acc, fmt.Errorf("train: LingaussMaskAccuracy: %w", err)
 		}
-		logits, err := net.MaskLogits(g, enc, s.Lambda, masks)
+		logq, err = net.MaskLogProbs(g, enc, s.Lambda, masks, logq)
 		if err != nil {
 			return acc, fmt.Errorf("train: LingaussMaskAccuracy: %w", err)
 		}
-		logq = network.MaskLogProb(logits, masks, logq)
 		p := lf.ModelPosterior(s.X, s.Lambda)
 		tv, qsum, kl := 0.0, 0.0, 0.0
 		for m, lq := range logq {

@@ -1,0 +1,229 @@
+package network
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/prismsbi/prism/engine"
+)
+
+// Model decoders (Config.MaskDecoder).
+const (
+	// AutoregressiveDecoder is the paper's model decoder: q(M | x, λ) =
+	// Π_i Bern(M_i; σ(logit_i(M_{<i}, x, λ))) under causal self-attention.
+	AutoregressiveDecoder = "autoregressive"
+	// CategoricalDecoder is a prism extension for families whose prior
+	// support holds at most MaxCategoricalMasks masks: one categorical over
+	// the whole support S,
+	//
+	//	q(M | x, λ) = softmax_{M ∈ S}( f(x, M) + log p(M | λ) ),
+	//
+	// where f is the network's output and log p(M | λ) the family's exact
+	// prior, added as a constant. The exact model posterior has this form
+	// with f = log p(x | M) (plus anything constant in M), which does not
+	// depend on λ, so the network is not given λ at all: every simulation,
+	// whatever its λ, trains the same function f, and the posterior's
+	// dependence on λ is exact by construction.
+	CategoricalDecoder = "categorical"
+)
+
+// MaxCategoricalMasks bounds the prior support of a family for the
+// categorical model decoder (its output layer has one unit per mask), and
+// maxCategoricalComponents the number of components whose 2^C masks are
+// enumerated to find that support.
+const (
+	MaxCategoricalMasks      = 4096
+	maxCategoricalComponents = 20
+)
+
+// categorical is the state of a categorical model decoder: the prior
+// support in a fixed order and the index of each of its masks.
+type categorical struct {
+	masks [][]bool         // support S, in increasing order of the bit code Σ M_k 2^k
+	class map[uint32]int32 // bit code → index in masks
+}
+
+// supportLambda is the λ at which the prior support is enumerated. Every
+// prior in the project has the same support for all λ in (0, 1) (λ is
+// clipped away from 0 and 1).
+const supportLambda = 0.5
+
+// planCategorical enumerates the prior support of the network's family.
+func (n *Net) planCategorical() error {
+	if n.c > maxCategoricalComponents {
+		return fmt.Errorf("network: mask_decoder categorical enumerates 2^C masks; %s has C = %d > %d", n.fam.Name(), n.c, maxCategoricalComponents)
+	}
+	prior := n.fam.MaskPrior()
+	cat := &categorical{class: map[uint32]int32{}}
+	m := make([]bool, n.c)
+	for code := uint32(0); code < 1<<n.c; code++ {
+		for k := range m {
+			m[k] = code>>k&1 == 1
+		}
+		if math.IsInf(prior.LogProb(m, supportLambda), -1) {
+			continue
+		}
+		if len(cat.masks) == MaxCategoricalMasks {
+			return fmt.Errorf("network: mask_decoder categorical needs a prior support of at most %d masks; %s has more", MaxCategoricalMasks, n.fam.Name())
+		}
+		cat.class[code] = int32(len(cat.masks))
+		cat.masks = append(cat.masks, append([]bool(nil), m...))
+	}
+	if len(cat.masks) == 0 {
+		return fmt.Errorf("network: the mask prior of %s has an empty support", n.fam.Name())
+	}
+	n.cat = cat
+	return nil
+}
+
+// maskCode is Σ_k M_k 2^k.
+func maskCode(m []bool) uint32 {
+	var code uint32
+	for k, on := range m {
+		if on {
+			code |= 1 << k
+		}
+	}
+	return code
+}
+
+// Categorical reports whether the network's model decoder is categorical.
+func (n *Net) Categorical() bool { return n.cat != nil }
+
+// SupportMasks returns the masks of the categorical decoder's classes in
+// class order (nil for the autoregressive decoder). The slices are shared:
+// do not modify them.
+func (n *Net) SupportMasks() [][]bool {
+	if n.cat == nil {
+		return nil
+	}
+	return n.cat.masks
+}
+
+// classOf returns the class of mask m, or −1 outside the prior support.
+func (n *Net) classOf(m []bool) int32 {
+	if c, ok := n.cat.class[maskCode(m)]; ok {
+		return c
+	}
+	return -1
+}
+
+// priorBias writes log p(M | λ) of every class into dst (length |S|).
+// log p is finite on the support for λ in (0, 1); a −Inf at λ = 0 or 1
+// (priors that do not clip λ) becomes −1e30, which the softmax turns into
+// probability 0 without producing NaN.
+func (n *Net) priorBias(lambda float64, dst []float32) {
+	prior := n.fam.MaskPrior()
+	for j, m := range n.cat.masks {
+		dst[j] = float32(max(prior.LogProb(m, lambda), -1e30))
+	}
+}
+
+// categoricalForward returns f(x, M) for every class, [Be, |S|], for the
+// Be observations encoded in enc: the model decoder runs without a causal
+// mask on C tokens that carry the component identities (and the bit
+// embedding's start row), its AdaLN condition fixed at 0 (no λ), and a
+// linear head maps the flattened [C·D] output to one unit per class.
+func (n *Net) categoricalForward(g *engine.Graph, enc *engine.Tensor) *engine.Tensor {
+	be, c, d := enc.Shape[0], n.c, n.cfg.ModelDim
+	bits := make([]int32, be*c)
+	for i := range bits {
+		bits[i] = 2
+	}
+	x := g.Add(g.Embedding(n.bit, bits, be, c), n.maskTokens(g))
+	mods := n.mdec.modulations(g, g.Input([]float32{0}, 1, 1))
+	kv := n.mdec.crossKV(g, enc)
+	h := n.mdec.decode(g, n.cfg.Heads, x, mods, kv, engine.Mask{}, nil)
+	return g.Linear(g.Reshape(h, be, c*d), n.catW, n.catB)
+}
+
+// categoricalLogQ returns log q(M | x, λ) of every class for every encoded
+// observation, observation-major ([Be·|S|]), in float64.
+func (n *Net) categoricalLogQ(g *engine.Graph, enc *engine.Tensor, lambda float64) []float64 {
+	f := n.categoricalForward(g, enc)
+	k := len(n.cat.masks)
+	bias := make([]float32, k)
+	n.priorBias(lambda, bias)
+	out := make([]float64, f.Size())
+	for s := range f.Shape[0] {
+		row, lq := f.Data[s*k:(s+1)*k], out[s*k:(s+1)*k]
+		mx := math.Inf(-1)
+		for j, v := range row {
+			lq[j] = float64(v) + float64(bias[j])
+			mx = math.Max(mx, lq[j])
+		}
+		sum := 0.0
+		for _, v := range lq {
+			sum += math.Exp(v - mx)
+		}
+		lse := mx + math.Log(sum)
+		for j := range lq {
+			lq[j] -= lse
+		}
+	}
+	return out
+}
+
+// MaskLogProbs returns log q(M | x, λ) of the given masks, written into
+// out (reused if it has room), for either model decoder. As for
+// MaskLogits, enc holds Be encoded observations and the rows of masks are
+// split evenly over them, observation-major. Masks outside the prior
+// support get −Inf under the categorical decoder.
+func (n *Net) MaskLogProbs(g *engine.Graph, enc *engine.Tensor, lambda float64, masks [][]bool, out []float64) ([]float64, error) {
+	if n.cat == nil {
+		logits, err := n.MaskLogits(g, enc, lambda, masks)
+		if err != nil {
+			return out, err
+		}
+		return MaskLogProb(logits, masks, out), nil
+	}
+	per, err := rowsPerObs(enc, len(masks))
+	if err != nil {
+		return out, err
+	}
+	for i, m := range masks {
+		if len(m) != n.c {
+			return out, fmt.Errorf("network: mask %d has %d entries, want %d", i, len(m), n.c)
+		}
+	}
+	lq := n.categoricalLogQ(g, enc, lambda)
+	k := len(n.cat.masks)
+	out = resize(out, len(masks))
+	for i, m := range masks {
+		out[i] = math.Inf(-1)
+		if c := n.classOf(m); c >= 0 {
+			out[i] = lq[(i/per)*k+int(c)]
+		}
+	}
+	return out, nil
+}
+
+// sampleCategorical draws count masks per encoded observation by inverse
+// CDF, one rng.Float64 per mask in row order (observation-major, as
+// SampleMasks).
+func (n *Net) sampleCategorical(enc *engine.Tensor, lambda float64, count int, rng *rand.Rand, masks [][]bool, logq []float64) {
+	g := engine.NewInferenceGraph()
+	lq := n.categoricalLogQ(g, enc, lambda)
+	k := len(n.cat.masks)
+	cdf := make([]float64, k)
+	for s := range enc.Shape[0] {
+		row := lq[s*k : (s+1)*k]
+		acc := 0.0
+		for j, v := range row {
+			acc += math.Exp(v)
+			cdf[j] = acc
+		}
+		for r := range count {
+			u := rng.Float64() * acc
+			j := min(sort.SearchFloat64s(cdf, u), k-1)
+			for j < k-1 && cdf[j] <= u { // first class whose CDF exceeds u
+				j++
+			}
+			i := s*count + r
+			copy(masks[i], n.cat.masks[j])
+			logq[i] = row[j]
+		}
+	}
+}

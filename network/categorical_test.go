@@ -1,0 +1,240 @@
+package network
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/prismsbi/prism/engine"
+	"github.com/prismsbi/prism/family"
+)
+
+func categoricalConfig(f family.Family) Config {
+	c := tinyConfig(f)
+	c.MaskDecoder = CategoricalDecoder
+	return c
+}
+
+// TestCategoricalSupport checks the enumerated classes against the
+// families' model counts (lingauss-k6: 2⁶ base masks, its noise component
+// always on; b3s: 15; bszt: 2048) and that a family with a larger support
+// is refused with a message naming it.
+func TestCategoricalSupport(t *testing.T) {
+	for name, want := range map[string]int{"lingauss-k6": 64, "b3s": 15, "bszt": 2048} {
+		n := newNet(t, name, categoricalConfig, 1)
+		if got := len(n.SupportMasks()); got != want {
+			t.Errorf("%s: %d classes, want %d", name, got, want)
+		}
+		prior := n.fam.MaskPrior()
+		for j, m := range n.SupportMasks() {
+			if n.classOf(m) != int32(j) || math.IsInf(prior.LogProb(m, 0.3), -1) {
+				t.Fatalf("%s: class %d (%s) misindexed or outside the prior support", name, j, family.MaskString(m))
+			}
+		}
+	}
+	f := lookup(t, "symbolic-k15")
+	if _, err := New(f, categoricalConfig(f), 1); err == nil || !strings.Contains(err.Error(), "symbolic-k15") {
+		t.Errorf("symbolic-k15 (163,840 masks): err = %v, want a support-size error naming the family", err)
+	}
+	c := tinyConfig(f)
+	c.MaskDecoder = "softmax"
+	if err := c.Validate(); err == nil {
+		t.Error("unknown mask_decoder accepted")
+	}
+}
+
+// TestCategoricalStartsAtPrior: the head is zero-initialised, so before
+// training q(M | x, λ) must equal the exact prior p(M | λ) for any x and λ
+// (float32 logits: tolerance 1e-5 on log-probabilities of order 1–20).
+func TestCategoricalStartsAtPrior(t *testing.T) {
+	n := newNet(t, "lingauss-k6", categoricalConfig, 2)
+	s := simulate(n.fam, 3, 0, 2)
+	g := engine.NewInferenceGraph()
+	enc := encodeSamples(t, n, g, s)
+	masks := append(append([][]bool{}, n.SupportMasks()...), n.SupportMasks()...)
+	prior := n.fam.MaskPrior()
+	for _, lambda := range []float64{0.05, 0.5, 0.93} {
+		lq, err := n.MaskLogProbs(g, enc, lambda, masks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range masks {
+			if want := prior.LogProb(m, lambda); math.Abs(lq[i]-want) > 1e-5*math.Max(1, math.Abs(want)) {
+				t.Fatalf("λ %v, mask %s: log q %v, prior %v", lambda, family.MaskString(m), lq[i], want)
+			}
+		}
+	}
+	off := append([]bool(nil), masks[0]...)
+	off[len(off)-1] = false // lingauss's noise component is always on
+	lq, err := n.MaskLogProbs(g, enc, 0.5, [][]bool{masks[0], off}, nil)
+	if err != nil || !math.IsInf(lq[1], -1) {
+		t.Errorf("mask outside the support: log q %v (err %v), want −Inf", lq, err)
+	}
+	if _, err := n.MaskLogits(g, enc, 0.5, masks[:2]); err == nil {
+		t.Error("MaskLogits of a categorical decoder: no error")
+	}
+}
+
+// TestCategoricalLossIsNLL: with perturbed weights, the training loss's
+// mask term must equal −(1/B) Σ log q(M_b | x_b, λ_b) recomputed one
+// sample at a time with MaskLogProbs (float32 vs float64 sums over 8 terms
+// of order 5: tolerance 1e-4 relative), and q must normalise over the
+// support.
+func TestCategoricalLossIsNLL(t *testing.T) {
+	n := newNet(t, "lingauss-k6", categoricalConfig, 4)
+	perturbParams(n, 0.3, 5)
+	s := simulate(n.fam, 6, 0, 8)
+	var b Batch
+	if err := n.MakeBatch(s, 7, &b); err != nil {
+		t.Fatal(err)
+	}
+	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
+	g := engine.NewInferenceGraph()
+	want := 0.0
+	for i := range s {
+		g.Reset()
+		enc := encodeSamples(t, n, g, s[i:i+1])
+		all, err := n.MaskLogProbs(g, enc, s[i].Lambda, n.SupportMasks(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0.0
+		for _, lq := range all {
+			total += math.Exp(lq)
+		}
+		if math.Abs(total-1) > 1e-9 {
+			t.Fatalf("sample %d: Σ q = %v", i, total)
+		}
+		want -= all[n.classOf(s[i].Mask)] / float64(len(s))
+	}
+	if math.Abs(maskLoss-want) > 1e-4*math.Abs(want) {
+		t.Errorf("mask loss %v, −mean log q %v", maskLoss, want)
+	}
+}
+
+// TestCategoricalSampleFrequencies: SampleMasks's draws must follow the
+// log q it reports, which must equal MaskLogProbs (binomial standard
+// error; 5 se + 1/draws, as for the autoregressive sampler).
+func TestCategoricalSampleFrequencies(t *testing.T) {
+	n := newNet(t, "lingauss-k6", categoricalConfig, 8)
+	perturbParams(n, 0.5, 9)
+	s := simulate(n.fam, 10, 0, 2)
+	g := engine.NewInferenceGraph()
+	enc := encodeSamples(t, n, g, s)
+	const draws = 4000
+	masks, logq, err := n.SampleMasks(enc, 0.4, draws, rand.New(rand.NewPCG(2, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := n.MaskLogProbs(g, enc, 0.4, masks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range 2 {
+		count := map[string]int{}
+		prob := map[string]float64{}
+		for i := o * draws; i < (o+1)*draws; i++ {
+			k := family.MaskString(masks[i])
+			count[k]++
+			prob[k] = math.Exp(logq[i])
+			if math.Abs(logq[i]-check[i]) > 1e-9 {
+				t.Fatalf("draw %d: sampler log q %v, MaskLogProbs %v", i, logq[i], check[i])
+			}
+		}
+		for k, c := range count {
+			p := prob[k]
+			se := math.Sqrt(p * (1 - p) / draws)
+			if f := float64(c) / draws; math.Abs(f-p) > 5*se+1.0/draws {
+				t.Fatalf("observation %d, mask %s: frequency %v, q = %v (se %v)", o, k, f, p, se)
+			}
+		}
+	}
+	again, _, _ := n.SampleMasks(enc, 0.4, draws, rand.New(rand.NewPCG(2, 3)))
+	for i := range masks {
+		if family.MaskString(masks[i]) != family.MaskString(again[i]) {
+			t.Fatal("same seed, different masks")
+		}
+	}
+}
+
+// TestLambdaChainStationary: started at exact draws of p(λ | M) (λ ~ U(0,
+// 1), M ~ Bernoulli(λ) on lingauss's six base components), every step of
+// the chain must again be p(λ | M) = Beta(n+1, 7−n) for n active
+// components: the mean of the last step per n is compared with (n+1)/8
+// within 5 standard errors of the Beta's spread. The chain must also move
+// (acceptance rate well above 0).
+func TestLambdaChainStationary(t *testing.T) {
+	f := lookup(t, "lingauss-k6")
+	prior := f.MaskPrior()
+	r := rand.New(rand.NewPCG(11, 12))
+	const samples, draws = 60000, 4
+	sum, count := make([]float64, 7), make([]float64, 7)
+	moved := 0
+	mask := make([]bool, 7)
+	var out []float64
+	for range samples {
+		l0 := r.Float64()
+		prior.Sample(r, l0, mask)
+		out = lambdaChain(prior, mask, l0, draws, r, out)
+		n := family.ActiveCount(mask[:6])
+		sum[n] += out[draws-1]
+		count[n]++
+		if out[draws-1] != l0 {
+			moved++
+		}
+	}
+	for n := range 7 {
+		a, b := float64(n+1), float64(7-n)
+		mean := a / (a + b)
+		sd := math.Sqrt(a * b / ((a + b) * (a + b) * (a + b + 1)))
+		if got := sum[n] / count[n]; math.Abs(got-mean) > 5*sd/math.Sqrt(count[n]) {
+			t.Errorf("n = %d (%v masks): chain mean λ %v, Beta mean %v (sd %v)", n, count[n], got, mean, sd)
+		}
+	}
+	if moved < samples/4 {
+		t.Errorf("chain moved in only %d of %d samples", moved, samples)
+	}
+}
+
+// TestCategoricalLambdaDrawsLoss: with K = 4 λ draws the mask loss must be
+// the mean over samples and draws of −log q(M | x, λ_d), recomputed with
+// MaskLogProbs at the chain's λ values (tolerance as in
+// TestCategoricalLossIsNLL).
+func TestCategoricalLambdaDrawsLoss(t *testing.T) {
+	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
+		c := categoricalConfig(f)
+		c.LambdaDraws = 4
+		return c
+	}, 4)
+	perturbParams(n, 0.3, 5)
+	s := simulate(n.fam, 6, 0, 8)
+	var b Batch
+	const seed = 7
+	if err := n.MakeBatch(s, seed, &b); err != nil {
+		t.Fatal(err)
+	}
+	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
+	g := engine.NewInferenceGraph()
+	want := 0.0
+	for i := range s {
+		g.Reset()
+		enc := encodeSamples(t, n, g, s[i:i+1])
+		lambdas := lambdaChain(n.fam.MaskPrior(), s[i].Mask, s[i].Lambda, 4, family.SampleRNG(seed^lambdaStream, s[i].Index), nil)
+		for _, l := range lambdas {
+			lq, err := n.MaskLogProbs(g, enc, l, [][]bool{s[i].Mask}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want -= lq[0] / float64(4*len(s))
+		}
+	}
+	if math.Abs(maskLoss-want) > 1e-4*math.Abs(want) {
+		t.Errorf("mask loss %v, −mean log q over draws %v", maskLoss, want)
+	}
+	c := n.cfg
+	c.MaskDecoder = ""
+	if err := c.Validate(); err == nil {
+		t.Error("lambda_draws with the autoregressive decoder accepted")
+	}
+}
