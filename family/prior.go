@@ -185,3 +185,71 @@ func softplus(x float64) float64 {
 	}
 	return math.Log1p(math.Exp(x))
 }
+
+// MaskPriorTable evaluates log p(M | λ) of a fixed list of masks at any λ.
+// The categorical model decoder needs its whole support's prior at every
+// training sample's λ, so this is on the training path.
+type MaskPriorTable interface {
+	// LogProbs writes log p(masks[j] | λ) into dst[j] (len(dst) =
+	// len(masks)).
+	LogProbs(lambda float64, dst []float64)
+}
+
+// MaskPriorTabler is implemented by mask priors with a table faster than
+// calling LogProb mask by mask.
+type MaskPriorTabler interface {
+	Table(masks [][]bool) MaskPriorTable
+}
+
+// NewMaskPriorTable returns p's own table for masks if it has one, else a
+// table that calls p.LogProb for each mask. The masks are copied.
+func NewMaskPriorTable(p MaskPrior, masks [][]bool) MaskPriorTable {
+	own := make([][]bool, len(masks))
+	for j, m := range masks {
+		own[j] = append([]bool(nil), m...)
+	}
+	if t, ok := p.(MaskPriorTabler); ok {
+		return t.Table(own)
+	}
+	return genericTable{p, own}
+}
+
+type genericTable struct {
+	p     MaskPrior
+	masks [][]bool
+}
+
+func (t genericTable) LogProbs(lambda float64, dst []float64) {
+	for j, m := range t.masks {
+		dst[j] = t.p.LogProb(m, lambda)
+	}
+}
+
+// bernoulliTable holds, per mask, the exponents of λ and 1−λ and the
+// λ-independent rest of BernoulliPrior.LogProb:
+// log p = a·log λ + b·log(1−λ) + c.
+type bernoulliTable struct {
+	a, b, c []float64
+}
+
+// Table returns p's table for masks: two logarithms per λ instead of two
+// per mask.
+func (p BernoulliPrior) Table(masks [][]bool) MaskPriorTable {
+	t := bernoulliTable{make([]float64, len(masks)), make([]float64, len(masks)), make([]float64, len(masks))}
+	K, m := p.NumBase, min(p.MinActive, p.NumBase)
+	for j, mask := range masks {
+		n := ActiveCount(mask[:K])
+		t.a[j], t.b[j] = float64(n-m), float64(K-n)
+		// LogProb at λ = ½ minus its λ-dependent part (−Inf stays −Inf).
+		t.c[j] = p.LogProb(mask, 0.5) + (t.a[j]+t.b[j])*math.Ln2
+	}
+	return t
+}
+
+func (t bernoulliTable) LogProbs(lambda float64, dst []float64) {
+	lambda = clipLambda(lambda)
+	ll, l1 := math.Log(lambda), math.Log1p(-lambda)
+	for j := range dst {
+		dst[j] = t.a[j]*ll + t.b[j]*l1 + t.c[j]
+	}
+}

@@ -197,3 +197,25 @@ func TestMaskPriorSampleDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskPriorTable: every prior's table (BernoulliPrior's closed form,
+// the generic fallback for the others) must reproduce LogProb on the whole
+// mask space at interior and clipped λ, −Inf included (float64 sums of
+// three terms of order 10: tolerance 1e-12 relative).
+func TestMaskPriorTable(t *testing.T) {
+	for _, c := range priorCases() {
+		var masks [][]bool
+		allMasks(c.C, func(_ int, mask []bool) { masks = append(masks, append([]bool(nil), mask...)) })
+		table := NewMaskPriorTable(c.prior, masks)
+		dst := make([]float64, len(masks))
+		for _, lambda := range []float64{0, 1e-9, 0.13, 0.5, 0.91, 1} {
+			table.LogProbs(lambda, dst)
+			for j, m := range masks {
+				want := c.prior.LogProb(m, lambda)
+				if math.IsInf(want, -1) != math.IsInf(dst[j], -1) || (!math.IsInf(want, -1) && math.Abs(dst[j]-want) > 1e-12*math.Max(1, math.Abs(want))) {
+					t.Fatalf("%s λ=%g mask %s: table %v, LogProb %v", c.name, lambda, MaskString(m), dst[j], want)
+				}
+			}
+		}
+	}
+}

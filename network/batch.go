@@ -49,7 +49,8 @@ type Batch struct {
 	PriorBias []float32
 	RowWeight []float32
 
-	active []bool // [DMax] scratch
+	active []bool    // [DMax] scratch
+	prior  []float64 // [|S|] scratch of the categorical decoder
 }
 
 // MakeBatch converts simulated samples (all with the same number of
@@ -218,7 +219,7 @@ func (n *Net) fillCategorical(samples []family.Sample, seed uint64, b *Batch) er
 		for d, lambda := range lambdas {
 			row := d*bs + i
 			b.Class[row], b.RowWeight[row] = class, w
-			n.priorBias(lambda, b.PriorBias[row*k:(row+1)*k])
+			b.prior = n.priorBias(lambda, b.PriorBias[row*k:(row+1)*k], b.prior)
 		}
 	}
 	return nil

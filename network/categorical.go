@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/prismsbi/prism/engine"
+	"github.com/prismsbi/prism/family"
 )
 
 // Model decoders (Config.MaskDecoder).
@@ -43,6 +44,7 @@ const (
 type categorical struct {
 	masks [][]bool         // support S, in increasing order of the bit code Σ M_k 2^k
 	class map[uint32]int32 // bit code → index in masks
+	prior family.MaskPriorTable
 }
 
 // supportLambda is the λ at which the prior support is enumerated. Every
@@ -74,6 +76,7 @@ func (n *Net) planCategorical() error {
 	if len(cat.masks) == 0 {
 		return fmt.Errorf("network: the mask prior of %s has an empty support", n.fam.Name())
 	}
+	cat.prior = family.NewMaskPriorTable(prior, cat.masks)
 	n.cat = cat
 	return nil
 }
@@ -110,15 +113,18 @@ func (n *Net) classOf(m []bool) int32 {
 	return -1
 }
 
-// priorBias writes log p(M | λ) of every class into dst (length |S|).
-// log p is finite on the support for λ in (0, 1); a −Inf at λ = 0 or 1
-// (priors that do not clip λ) becomes −1e30, which the softmax turns into
-// probability 0 without producing NaN.
-func (n *Net) priorBias(lambda float64, dst []float32) {
-	prior := n.fam.MaskPrior()
-	for j, m := range n.cat.masks {
-		dst[j] = float32(max(prior.LogProb(m, lambda), -1e30))
+// priorBias writes log p(M | λ) of every class into dst (length |S|),
+// using scratch (reused if it has room) and returning it. log p is finite
+// on the support for λ in (0, 1); a −Inf at λ = 0 or 1 (priors that do not
+// clip λ) becomes −1e30, which the softmax turns into probability 0
+// without producing NaN.
+func (n *Net) priorBias(lambda float64, dst []float32, scratch []float64) []float64 {
+	scratch = resize(scratch, len(dst))
+	n.cat.prior.LogProbs(lambda, scratch)
+	for j, lp := range scratch {
+		dst[j] = float32(max(lp, -1e30))
 	}
+	return scratch
 }
 
 // categoricalForward returns f(x, M) for every class, [Be, |S|], for the
@@ -145,7 +151,7 @@ func (n *Net) categoricalLogQ(g *engine.Graph, enc *engine.Tensor, lambda float6
 	f := n.categoricalForward(g, enc)
 	k := len(n.cat.masks)
 	bias := make([]float32, k)
-	n.priorBias(lambda, bias)
+	n.priorBias(lambda, bias, nil)
 	out := make([]float64, f.Size())
 	for s := range f.Shape[0] {
 		row, lq := f.Data[s*k:(s+1)*k], out[s*k:(s+1)*k]
