@@ -156,18 +156,21 @@ func (g *Graph) SoftmaxCrossEntropy(logits, bias *Tensor, targets []int32, weigh
 		for _, v := range row {
 			mx = math.Max(mx, float64(v))
 		}
+		target := float64(row[t])
 		sum := 0.0
-		for _, v := range row {
-			sum += math.Exp(float64(v) - mx)
+		for j, v := range row {
+			e := math.Exp(float64(v) - mx)
+			row[j] = float32(e)
+			sum += e
 		}
-		lse := mx + math.Log(sum)
 		w := 1.0
 		if weights != nil {
 			w = float64(weights.Data[i])
 		}
-		loss += w * (lse - float64(row[t]))
-		for j, v := range row {
-			row[j] = float32(math.Exp(float64(v) - lse))
+		loss += w * (mx + math.Log(sum) - target)
+		inv := float32(1 / sum)
+		for j := range row {
+			row[j] *= inv
 		}
 	}
 	out.Data[0] = float32(loss)

@@ -3,7 +3,6 @@ package network
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
@@ -41,10 +40,10 @@ type Batch struct {
 	Weighted   bool
 	MaskWeight []float32
 
-	// Categorical decoder only, K = max(1, LambdaDraws) rows per sample
-	// (draw-major, see fillCategorical): the class of each mask ([K·B]),
+	// Categorical decoder only, K = max(1, LambdaNodes) rows per sample
+	// (node-major, see fillCategorical): the class of each mask ([K·B]),
 	// the prior log p(M | λ) of every class ([K·B, |S|]) and the row
-	// weights ([K·B]: importance weight / K).
+	// weights ([K·B]).
 	Class     []int32
 	PriorBias []float32
 	RowWeight []float32
@@ -95,7 +94,7 @@ func (n *Net) MakeBatch(samples []family.Sample, seed uint64, b *Batch) error {
 		b.MaskWeight = resize(b.MaskWeight, bs*c)
 	}
 	if n.cat != nil {
-		if err := n.fillCategorical(samples, seed, b); err != nil {
+		if err := n.fillCategorical(samples, b); err != nil {
 			return err
 		}
 	}
@@ -166,8 +165,8 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 	var bce *engine.Tensor
 	if n.cat != nil {
 		f := n.categoricalForward(g, enc)
-		if draws := len(b.Class) / bs; draws > 1 {
-			fs := make([]*engine.Tensor, draws)
+		if nodes := len(b.Class) / bs; nodes > 1 {
+			fs := make([]*engine.Tensor, nodes)
 			for d := range fs {
 				fs[d] = f
 			}
@@ -192,55 +191,35 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 	return total, float64(bce.Item()) * float64(wm), float64(mse.Item()) * float64(wp)
 }
 
-// lambdaStream is XORed into the training seed to select the per-sample
-// random streams of the categorical decoder's extra λ draws.
-const lambdaStream = 0x6c616d6264610bad
-
 // fillCategorical writes the categorical decoder's targets of samples into
-// b: each mask's class, the prior bias of each sample's λ and of its
-// LambdaDraws − 1 extra draws, and the row weights (importance weight
-// over the number of draws). Rows are draw-major: row k·B + i is draw k of
-// sample i (draw 0 is the sample's own λ).
-func (n *Net) fillCategorical(samples []family.Sample, seed uint64, b *Batch) error {
-	bs, k, draws := len(samples), len(n.cat.masks), max(1, n.cfg.LambdaDraws)
-	b.Class = resize(b.Class, draws*bs)
-	b.PriorBias = resize(b.PriorBias, draws*bs*k)
-	b.RowWeight = resize(b.RowWeight, draws*bs)
-	prior := n.fam.MaskPrior()
-	var lambdas []float64
+// b: each mask's class, the prior bias and the row weights. Without λ
+// quadrature there is one row per sample: its own λ, weight = its
+// importance weight. With J nodes there are J rows per sample, node-major
+// (row j·B + i is node j of sample i), with the prior bias at node λ_j and
+// weight = importance weight × w_j(M) (see lambdaWeights).
+func (n *Net) fillCategorical(samples []family.Sample, b *Batch) error {
+	bs, k, cat := len(samples), len(n.cat.masks), n.cat
+	nodes := max(1, len(cat.nodes))
+	b.Class = resize(b.Class, nodes*bs)
+	b.PriorBias = resize(b.PriorBias, nodes*bs*k)
+	b.RowWeight = resize(b.RowWeight, nodes*bs)
 	for i := range samples {
 		s := &samples[i]
 		class := n.classOf(s.Mask)
 		if class < 0 {
 			return fmt.Errorf("network: sample %d has a mask outside the prior support of %s", s.Index, n.fam.Name())
 		}
-		w := float32(math.Exp(s.LogWeight) / float64(draws))
-		lambdas = lambdaChain(prior, s.Mask, s.Lambda, draws, family.SampleRNG(seed^lambdaStream, s.Index), lambdas)
-		for d, lambda := range lambdas {
-			row := d*bs + i
-			b.Class[row], b.RowWeight[row] = class, w
-			b.prior = n.priorBias(lambda, b.PriorBias[row*k:(row+1)*k], b.prior)
+		w := float32(math.Exp(s.LogWeight))
+		if len(cat.nodes) == 0 {
+			b.Class[i], b.RowWeight[i] = class, w
+			b.prior = n.priorBias(s.Lambda, b.PriorBias[i*k:(i+1)*k], b.prior)
+			continue
+		}
+		for j, wj := range cat.nodeWeight[class] {
+			row := j*bs + i
+			b.Class[row], b.RowWeight[row] = class, w*float32(wj)
+			copy(b.PriorBias[row*k:(row+1)*k], cat.nodeBias[j])
 		}
 	}
 	return nil
-}
-
-// lambdaChain returns draws values of λ, written into out (reused if it
-// has room): lambda0 (an exact draw from p(λ | mask) for a simulated
-// sample) and draws − 1 steps of an independence Metropolis–Hastings chain
-// with proposal U(0, 1), the λ prior, which accepts λ' with probability
-// min(1, p(mask | λ')/p(mask | λ)). The chain leaves p(λ | mask) invariant,
-// so every value is p(λ | mask)-distributed.
-func lambdaChain(prior family.MaskPrior, mask []bool, lambda0 float64, draws int, r *rand.Rand, out []float64) []float64 {
-	out = resize(out, draws)
-	lambda, lp := lambda0, prior.LogProb(mask, lambda0)
-	out[0] = lambda
-	for d := 1; d < draws; d++ {
-		l := r.Float64()
-		if lpl := prior.LogProb(mask, l); math.Log(r.Float64()) < lpl-lp {
-			lambda, lp = l, lpl
-		}
-		out[d] = lambda
-	}
-	return out
 }

@@ -129,19 +129,19 @@ func BenchmarkSampleMasks(b *testing.B) {
 
 // BenchmarkMakeBatch times MakeBatch for lingauss-k6 at batch 32 (the
 // validation runs' size) for each model decoder: the categorical decoder
-// adds the prior bias of all |S| = 64 classes per λ draw.
+// adds the prior bias of all |S| = 64 classes (copied per λ node).
 //
 //	go test -run '^$' -bench MakeBatch ./network
 func BenchmarkMakeBatch(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
 		decoder string
-		draws   int
-	}{{"autoregressive", AutoregressiveDecoder, 0}, {"categorical", CategoricalDecoder, 0}, {"categorical-draws8", CategoricalDecoder, 8}} {
+		nodes   int
+	}{{"autoregressive", AutoregressiveDecoder, 0}, {"categorical", CategoricalDecoder, 0}, {"categorical-nodes8", CategoricalDecoder, 8}} {
 		b.Run(tc.name, func(b *testing.B) {
 			n := newNet(b, "lingauss-k6", func(f family.Family) Config {
 				c := tinyConfig(f)
-				c.MaskDecoder, c.LambdaDraws = tc.decoder, tc.draws
+				c.MaskDecoder, c.LambdaNodes = tc.decoder, tc.nodes
 				return c
 			}, 1)
 			const bs = 32

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"gonum.org/v1/gonum/integrate/quad"
+
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
 )
@@ -45,6 +47,13 @@ type categorical struct {
 	masks [][]bool         // support S, in increasing order of the bit code Σ M_k 2^k
 	class map[uint32]int32 // bit code → index in masks
 	prior family.MaskPriorTable
+
+	// λ quadrature (Config.LambdaNodes): the Gauss–Legendre nodes on
+	// (0, 1), the prior bias of every class at each node ([J][|S|]) and
+	// each class's normalised node weights ([|S|][J], see lambdaWeights).
+	nodes      []float64
+	nodeBias   [][]float32
+	nodeWeight [][]float64
 }
 
 // supportLambda is the λ at which the prior support is enumerated. Every
@@ -78,7 +87,55 @@ func (n *Net) planCategorical() error {
 	}
 	cat.prior = family.NewMaskPriorTable(prior, cat.masks)
 	n.cat = cat
+	if j := n.cfg.LambdaNodes; j > 0 {
+		n.planLambdaNodes(j)
+	}
 	return nil
+}
+
+// planLambdaNodes precomputes the λ quadrature of the mask loss. With
+// λ ~ U(0, 1) the posterior of λ given a simulated mask is p(λ | M) ∝
+// p(M | λ), so E[g(λ) | M] ≈ Σ_j w_j(M) g(λ_j) with the J-point
+// Gauss–Legendre rule (nodes λ_j, weights v_j) and
+//
+//	w_j(M) = v_j p(M | λ_j) / Σ_j' v_j' p(M | λ_j').
+//
+// The rule is exact for polynomials of degree < 2J, which includes the
+// Bernoulli priors' p(M | λ) = c·λ^a (1−λ)^b times any polynomial of
+// degree < 2J − C. The normalisation makes Σ_M p(M)·w_j(M)/p(M | λ_j)
+// the quadrature of ∫ p(M | λ) dλ = p(M), so the loss's minimiser is still
+// the exact posterior: q(M | x, λ_j) ∝ p(x | M) p(M | λ_j) wherever the
+// rule integrates p(M | λ) exactly, and close to it elsewhere.
+func (n *Net) planLambdaNodes(j int) {
+	cat := n.cat
+	k := len(cat.masks)
+	cat.nodes = make([]float64, j)
+	v := make([]float64, j)
+	quad.Legendre{}.FixedLocations(cat.nodes, v, 0, 1)
+	logp := make([][]float64, j)
+	cat.nodeBias = make([][]float32, j)
+	for i, l := range cat.nodes {
+		cat.nodeBias[i] = make([]float32, k)
+		logp[i] = n.priorBias(l, cat.nodeBias[i], nil)
+	}
+	cat.nodeWeight = make([][]float64, k)
+	for c := range k {
+		w := make([]float64, j)
+		mx := math.Inf(-1)
+		for i := range j {
+			w[i] = math.Log(v[i]) + logp[i][c]
+			mx = math.Max(mx, w[i])
+		}
+		sum := 0.0
+		for i := range w {
+			w[i] = math.Exp(w[i] - mx)
+			sum += w[i]
+		}
+		for i := range w {
+			w[i] /= sum
+		}
+		cat.nodeWeight[c] = w
+	}
 }
 
 // maskCode is Σ_k M_k 2^k.

@@ -158,60 +158,45 @@ func TestCategoricalSampleFrequencies(t *testing.T) {
 	}
 }
 
-// TestLambdaChainStationary: started at exact draws of p(λ | M) (λ ~ U(0,
-// 1), M ~ Bernoulli(λ) on lingauss's six base components), every step of
-// the chain must again be p(λ | M) = Beta(n+1, 7−n) for n active
-// components: the mean of the last step per n is compared with (n+1)/8
-// within 5 standard errors of the Beta's spread. The chain must also move
-// (acceptance rate well above 0).
-func TestLambdaChainStationary(t *testing.T) {
-	f := lookup(t, "lingauss-k6")
-	prior := f.MaskPrior()
-	r := rand.New(rand.NewPCG(11, 12))
-	const samples, draws = 60000, 4
-	sum, count := make([]float64, 7), make([]float64, 7)
-	moved := 0
-	mask := make([]bool, 7)
-	var out []float64
-	for range samples {
-		l0 := r.Float64()
-		prior.Sample(r, l0, mask)
-		out = lambdaChain(prior, mask, l0, draws, r, out)
-		n := family.ActiveCount(mask[:6])
-		sum[n] += out[draws-1]
-		count[n]++
-		if out[draws-1] != l0 {
-			moved++
+// TestLambdaNodesPosterior: for lingauss's prior (Bernoulli(λ) on six
+// base components, λ ~ U(0, 1)) the posterior of λ given a mask with n
+// active components is Beta(n+1, 7−n). The node weights must reproduce its
+// mean (n+1)/8 and second moment (n+1)(n+2)/72 to rounding: the integrands
+// λ^{n+r}(1−λ)^{6−n} have degree ≤ 8 < 2J for J = 5 nodes.
+func TestLambdaNodesPosterior(t *testing.T) {
+	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
+		c := categoricalConfig(f)
+		c.LambdaNodes = 5
+		return c
+	}, 1)
+	for class, m := range n.SupportMasks() {
+		a := float64(family.ActiveCount(m[:6]))
+		m1, m2, sum := 0.0, 0.0, 0.0
+		for j, w := range n.cat.nodeWeight[class] {
+			l := n.cat.nodes[j]
+			m1 += w * l
+			m2 += w * l * l
+			sum += w
 		}
-	}
-	for n := range 7 {
-		a, b := float64(n+1), float64(7-n)
-		mean := a / (a + b)
-		sd := math.Sqrt(a * b / ((a + b) * (a + b) * (a + b + 1)))
-		if got := sum[n] / count[n]; math.Abs(got-mean) > 5*sd/math.Sqrt(count[n]) {
-			t.Errorf("n = %d (%v masks): chain mean λ %v, Beta mean %v (sd %v)", n, count[n], got, mean, sd)
+		if want1, want2 := (a+1)/8, (a+1)*(a+2)/72; math.Abs(sum-1) > 1e-12 || math.Abs(m1-want1) > 1e-12 || math.Abs(m2-want2) > 1e-12 {
+			t.Fatalf("mask %s: Σw %v, E[λ] %v (want %v), E[λ²] %v (want %v)", family.MaskString(m), sum, m1, want1, m2, want2)
 		}
-	}
-	if moved < samples/4 {
-		t.Errorf("chain moved in only %d of %d samples", moved, samples)
 	}
 }
 
-// TestCategoricalLambdaDrawsLoss: with K = 4 λ draws the mask loss must be
-// the mean over samples and draws of −log q(M | x, λ_d), recomputed with
-// MaskLogProbs at the chain's λ values (tolerance as in
-// TestCategoricalLossIsNLL).
-func TestCategoricalLambdaDrawsLoss(t *testing.T) {
+// TestCategoricalLambdaNodesLoss: with J = 4 nodes the mask loss must be
+// (1/B) Σ_b Σ_j w_j(M_b)·(−log q(M_b | x_b, λ_j)), recomputed with
+// MaskLogProbs at the nodes (tolerance as in TestCategoricalLossIsNLL).
+func TestCategoricalLambdaNodesLoss(t *testing.T) {
 	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
 		c := categoricalConfig(f)
-		c.LambdaDraws = 4
+		c.LambdaNodes = 4
 		return c
 	}, 4)
 	perturbParams(n, 0.3, 5)
 	s := simulate(n.fam, 6, 0, 8)
 	var b Batch
-	const seed = 7
-	if err := n.MakeBatch(s, seed, &b); err != nil {
+	if err := n.MakeBatch(s, 7, &b); err != nil {
 		t.Fatal(err)
 	}
 	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
@@ -220,21 +205,20 @@ func TestCategoricalLambdaDrawsLoss(t *testing.T) {
 	for i := range s {
 		g.Reset()
 		enc := encodeSamples(t, n, g, s[i:i+1])
-		lambdas := lambdaChain(n.fam.MaskPrior(), s[i].Mask, s[i].Lambda, 4, family.SampleRNG(seed^lambdaStream, s[i].Index), nil)
-		for _, l := range lambdas {
+		for j, l := range n.cat.nodes {
 			lq, err := n.MaskLogProbs(g, enc, l, [][]bool{s[i].Mask}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want -= lq[0] / float64(4*len(s))
+			want -= n.cat.nodeWeight[n.classOf(s[i].Mask)][j] * lq[0] / float64(len(s))
 		}
 	}
 	if math.Abs(maskLoss-want) > 1e-4*math.Abs(want) {
-		t.Errorf("mask loss %v, −mean log q over draws %v", maskLoss, want)
+		t.Errorf("mask loss %v, node-weighted −mean log q %v", maskLoss, want)
 	}
 	c := n.cfg
 	c.MaskDecoder = ""
 	if err := c.Validate(); err == nil {
-		t.Error("lambda_draws with the autoregressive decoder accepted")
+		t.Error("lambda_nodes with the autoregressive decoder accepted")
 	}
 }

@@ -33,14 +33,13 @@ type Config struct {
 	// most MaxCategoricalMasks masks in the prior support; see
 	// CategoricalDecoder).
 	MaskDecoder string `json:"mask_decoder,omitempty"`
-	// LambdaDraws (categorical decoder, training only) is the number K of
-	// complexity values averaged in each sample's mask loss: the sample's
-	// own λ and K−1 more drawn from p(λ | M) by an independence
-	// Metropolis–Hastings chain started at it (λ ~ U(0, 1), as the
-	// simulator draws it). Every draw is exactly p(λ | M)-distributed, so
-	// the average estimates the same loss with less variance; the network
-	// is evaluated once per sample. 0 or 1: the sample's λ only.
-	LambdaDraws int `json:"lambda_draws,omitempty"`
+	// LambdaNodes (categorical decoder, training only) is the number J of
+	// Gauss–Legendre nodes λ_j on (0, 1) over which each sample's mask loss
+	// is averaged, with weights ∝ w_j·p(M | λ_j), the posterior p(λ | M)
+	// of the simulator's λ ~ U(0, 1), instead of being taken at the
+	// sample's own λ: the same loss without the noise of λ. 0: the
+	// sample's own λ.
+	LambdaNodes int `json:"lambda_nodes,omitempty"`
 	// LambdaEmbed and NoiseEmbed are the Gaussian-Fourier embedding widths
 	// of λ (model decoder) and c_noise (parameter decoder) (reference: 64).
 	LambdaEmbed int `json:"lambda_embed"`
@@ -112,8 +111,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: layers (encoder %d, mask %d, param %d) invalid: the decoders need at least one", c.EncoderLayers, c.MaskLayers, c.ParamLayers)
 	case c.MaskDecoder != "" && c.MaskDecoder != AutoregressiveDecoder && c.MaskDecoder != CategoricalDecoder:
 		return fmt.Errorf("network: mask_decoder %q unknown (want %q or %q)", c.MaskDecoder, AutoregressiveDecoder, CategoricalDecoder)
-	case c.LambdaDraws < 0 || c.LambdaDraws > 1024 || (c.LambdaDraws > 1 && c.MaskDecoder != CategoricalDecoder):
-		return fmt.Errorf("network: lambda_draws %d must be in [0, 1024] and needs mask_decoder %q", c.LambdaDraws, CategoricalDecoder)
+	case c.LambdaNodes < 0 || c.LambdaNodes > 256 || (c.LambdaNodes > 0 && c.MaskDecoder != CategoricalDecoder):
+		return fmt.Errorf("network: lambda_nodes %d must be in [0, 256] and needs mask_decoder %q", c.LambdaNodes, CategoricalDecoder)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
 	case c.PointsPerToken <= 0:

@@ -135,9 +135,9 @@ func TestParamLossExplicit(t *testing.T) {
 // derivatives carry a factor (2π)³ (at h = 1e-2 they are off by ~10%).
 // Tolerance 3e-3 + 2e-2·|g·u|.
 func TestLossGradient(t *testing.T) {
-	categoricalDraws := func(f family.Family) Config {
+	categoricalNodes := func(f family.Family) Config {
 		c := categoricalConfig(f)
-		c.LambdaDraws = 3
+		c.LambdaNodes = 3
 		return c
 	}
 	for _, tc := range []struct {
@@ -150,9 +150,9 @@ func TestLossGradient(t *testing.T) {
 			"mdec.fourier", "mdec.ctx.w", "mdec.layer1.ada1.ws", "mdec.layer0.cross.wkv", "mdec.head.w",
 			"pdec.fourier", "pdec.layer0.ada3.wc", "pdec.layer1.mlp.w1", "pdec.ln.g"}},
 		{"lingauss-k6", tinyConfig, []string{"enc.pos", "enc.in.w", "tok.comp2.enc", "tok.comp0.dec.w", "mdec.layer0.attn.wo", "pdec.layer1.cross.wq"}},
-		// The categorical model decoder with λ draws (softmax cross-entropy
+		// The categorical model decoder with λ nodes (softmax cross-entropy
 		// over replicated rows).
-		{"lingauss-k6", categoricalDraws, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
+		{"lingauss-k6", categoricalNodes, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
 		{"b3s", categoricalConfig, []string{"enc.fourier", "tok.id", "mdec.layer0.attn.wqkv", "mdec.cat.w"}},
 	} {
 		n := newNet(t, tc.fam, tc.cfg, 50)

@@ -13,7 +13,7 @@ import (
 
 func TestConfigJSONRoundTrip(t *testing.T) {
 	c := DefaultConfig(lookup(t, "b3s"))
-	c.MaskDecoder, c.LambdaDraws = CategoricalDecoder, 8
+	c.MaskDecoder, c.LambdaNodes = CategoricalDecoder, 8
 	raw, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
