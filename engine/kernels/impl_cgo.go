@@ -383,3 +383,16 @@ func scaleImpl(alpha float32, x []float32) {
 		C.pk_scale(C.float(alpha), fp(x), cl(len(x)))
 	}
 }
+
+func radamRectImpl(scale []float64, u0 int, grad, val, m, v, ema []float32, k *RAdamScalars) {
+	if len(grad) > 0 {
+		C.pk_radam_rect((*C.double)(unsafe.Pointer(&scale[0])), cl(len(scale)), cl(u0), fp(grad), fp(val), fp(m), fp(v), fp(ema), cl(len(grad)),
+			C.float(k.B1), C.float(k.OmB1), C.float(k.B2), C.float(k.OmB2), C.float(k.A), C.float(k.C2), C.float(k.Eps), C.float(k.Dec), C.float(k.OmDec))
+	}
+}
+
+func sumSquares2Impl(g, w []float32, gacc, wacc []float64, u0 int) {
+	if len(g) > 0 {
+		C.pk_sum_squares2(fp(g), fp(w), cl(len(g)), (*C.double)(unsafe.Pointer(&gacc[0])), (*C.double)(unsafe.Pointer(&wacc[0])), cl(len(gacc)), cl(u0))
+	}
+}

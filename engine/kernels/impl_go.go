@@ -114,3 +114,11 @@ func scaleImpl(alpha float32, x []float32) {
 		x[i] *= alpha
 	}
 }
+
+func radamRectImpl(scale []float64, u0 int, grad, val, m, v, ema []float32, k *RAdamScalars) {
+	radamRectRef(scale, u0, grad, val, m, v, ema, k)
+}
+
+func sumSquares2Impl(g, w []float32, gacc, wacc []float64, u0 int) {
+	sumSquares2Ref(g, w, gacc, wacc, u0)
+}

@@ -472,6 +472,58 @@ void pk_scale(float alpha, float *x, long n) {
 	for (long i = 0; i < n; i++) x[i] *= alpha;
 }
 
+// ---- optimiser (engine/optim) -----------------------------------------------------
+
+// pk_radam_rect: the rectified RAdam step with per-unit gradient scale and
+// the EMA of the new values, for n elements whose unit index starts at u0
+// and cycles through units (see RAdamRect in optim.go). The inner loop runs
+// over one row of units at a time, so it vectorises.
+void pk_radam_rect(const double *scale, long units, long u0, const float *grad, float *val, float *m, float *v,
+	float *ema, long n, float b1, float omb1, float b2, float omb2, float a, float c2, float eps, float dec, float omdec) {
+	PK_FTZ;
+	long i = 0, u = u0;
+	while (i < n) {
+		long len = units - u;
+		if (len > n - i) len = n - i;
+		const float *g = grad + i;
+		const double *sc = scale + u;
+		float *w = val + i, *mm = m + i, *vv = v + i, *e = ema + i;
+#pragma omp simd
+		for (long j = 0; j < len; j++) {
+			float gj = (float)((double)g[j] * sc[j]);
+			float mj = b1 * mm[j] + omb1 * gj;
+			float vj = b2 * vv[j] + omb2 * gj * gj;
+			mm[j] = mj;
+			vv[j] = vj;
+			float wj = w[j] - a * mj / (__builtin_sqrtf(vj * c2) + eps);
+			w[j] = wj;
+			e[j] = dec * e[j] + omdec * wj;
+		}
+		i += len;
+		u = 0;
+	}
+}
+
+// pk_sum_squares2: gacc[u] += g², wacc[u] += w² in double, u = (u0 + i) mod
+// units (the AGC norms of RAdam's unit-wise clipping).
+void pk_sum_squares2(const float *g, const float *w, long n, double *gacc, double *wacc, long units, long u0) {
+	PK_FTZ;
+	long i = 0, u = u0;
+	while (i < n) {
+		long len = units - u;
+		if (len > n - i) len = n - i;
+		const float *gg = g + i, *ww = w + i;
+		double *ga = gacc + u, *wa = wacc + u;
+#pragma omp simd
+		for (long j = 0; j < len; j++) {
+			ga[j] += (double)gg[j] * (double)gg[j];
+			wa[j] += (double)ww[j] * (double)ww[j];
+		}
+		i += len;
+		u = 0;
+	}
+}
+
 // ---- attention -----------------------------------------------------------------
 //
 // Per (batch, head) pair the keys (forward) or values (backward) are first

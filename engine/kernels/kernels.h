@@ -22,6 +22,9 @@ void pk_lnmod_fwd(const float *x, long lo, long hi, long t, long d, const float 
 void pk_lnmod_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
 	const float *beta, const float *s, long lo, long hi, long t, long d,
 	float *dx, float *dgamma, float *dbeta, float *ds, float *dc);
+void pk_radam_rect(const double *scale, long units, long u0, const float *grad, float *val, float *m, float *v,
+	float *ema, long n, float b1, float omb1, float b2, float omb2, float a, float c2, float eps, float dec, float omdec);
+void pk_sum_squares2(const float *g, const float *w, long n, double *gacc, double *wacc, long units, long u0);
 void pk_gelu_fwd(const float *x, float *y, long n);
 void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n);
 void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, float *y);
