@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/plot"
 )
 
@@ -198,32 +199,11 @@ func jsonNum(x float64) string {
 	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriter(tmp)
-	if err = write(bw); err != nil {
+// writeAtomic writes path through internal/atomicfile (a synced temporary
+// file renamed over it, mode 0644).
+func writeAtomic(path string, write func(io.Writer) error) error {
+	if err := atomicfile.Write(path, func(w *bufio.Writer) error { return write(w) }); err != nil {
 		return fmt.Errorf("eval: writing %s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("eval: writing %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("eval: writing %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("eval: writing %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("eval: %w", err)
 	}
 	return nil
 }

@@ -157,12 +157,12 @@ func boolf(on bool) float32 {
 // the model decoder's negative log-likelihood −log q(M | x, λ) (the sum of
 // the autoregressive decoder's BCE terms, or the categorical decoder's
 // softmax cross-entropy) and the parameter decoder's v-loss, and returns
-// total = Σ BCE / B + Σ_active (F − F*)² / (B·√DMax) together with its two
+// total = Σ −log q / B + Σ_active (F − F*)² / (B·√DMax) together with its two
 // terms. The caller resets g beforehand and runs g.Backward(total).
 func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, paramLoss float64) {
 	bs, c, dm := b.B, n.c, n.dmax
 	enc := n.encode(g, &b.enc)
-	var bce *engine.Tensor
+	var nll *engine.Tensor // Σ_b −log q(M_b | x_b, λ_b)
 	if n.cat != nil {
 		f := n.categoricalForward(g, enc)
 		if nodes := len(b.Class) / bs; nodes > 1 {
@@ -173,22 +173,22 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 			f = g.Concat(0, fs...)
 		}
 		rows, k := len(b.Class), len(n.cat.masks)
-		bce = g.SoftmaxCrossEntropy(f, g.Input(b.PriorBias, rows, k), b.Class, g.Input(b.RowWeight, rows))
+		nll = g.SoftmaxCrossEntropy(f, g.Input(b.PriorBias, rows, k), b.Class, g.Input(b.RowWeight, rows))
 	} else {
 		logits := n.maskForward(g, enc, g.Input(b.Lambda, bs, 1), b.BitsIn)
 		var mw *engine.Tensor
 		if b.Weighted {
 			mw = g.Input(b.MaskWeight, bs, c, 1)
 		}
-		bce = g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), mw)
+		nll = g.BCEWithLogits(logits, g.Input(b.Targets, bs, c, 1), mw)
 	}
 	thIn := g.Mul(g.Input(b.ThetaSigma, bs, dm), g.Input(b.CIn, bs, 1))
 	f := n.paramForward(g, enc, thIn, g.Input(b.CNoise, bs, 1), b.Allow)
 	mse := g.MaskedSquaredError(f, g.Input(b.FTarget, bs, dm), g.Input(b.Active, bs, dm))
 	wm := 1 / float32(bs)
 	wp := float32(1 / (float64(bs) * math.Sqrt(float64(dm))))
-	total = g.Add(g.Scale(bce, wm), g.Scale(mse, wp))
-	return total, float64(bce.Item()) * float64(wm), float64(mse.Item()) * float64(wp)
+	total = g.Add(g.Scale(nll, wm), g.Scale(mse, wp))
+	return total, float64(nll.Item()) * float64(wm), float64(mse.Item()) * float64(wp)
 }
 
 // fillCategorical writes the categorical decoder's targets of samples into
@@ -196,7 +196,7 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 // quadrature there is one row per sample: its own λ, weight = its
 // importance weight. With J nodes there are J rows per sample, node-major
 // (row j·B + i is node j of sample i), with the prior bias at node λ_j and
-// weight = importance weight × w_j(M) (see lambdaWeights).
+// weight = importance weight × w_j(M) (see planLambdaNodes).
 func (n *Net) fillCategorical(samples []family.Sample, b *Batch) error {
 	bs, k, cat := len(samples), len(n.cat.masks), n.cat
 	nodes := max(1, len(cat.nodes))

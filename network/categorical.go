@@ -50,7 +50,7 @@ type categorical struct {
 
 	// λ quadrature (Config.LambdaNodes): the Gauss–Legendre nodes on
 	// (0, 1), the prior bias of every class at each node ([J][|S|]) and
-	// each class's normalised node weights ([|S|][J], see lambdaWeights).
+	// each class's normalised node weights ([|S|][J], see planLambdaNodes).
 	nodes      []float64
 	nodeBias   [][]float32
 	nodeWeight [][]float64

@@ -29,6 +29,8 @@ func TestEvalCommand(t *testing.T) {
 	for _, f := range []string{"report.json", "summary.csv", "calibration-masks.png", "calibration-params.png", "confusion.png", "rksd.png", "ess.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", f, err)
+		} else if st.Mode().Perm() != 0o644 {
+			t.Errorf("%s has mode %v, want 0644 (readable like any output file)", f, st.Mode().Perm())
 		}
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
