@@ -44,6 +44,26 @@ func TestCategoricalSupport(t *testing.T) {
 	}
 }
 
+// categoricalMaskLoss builds a perturbed categorical network on
+// lingauss-k6 with the given number of λ nodes and returns it, a batch of 8
+// simulations and the mask term of their training loss.
+func categoricalMaskLoss(t *testing.T, nodes int) (*Net, []family.Sample, float64) {
+	t.Helper()
+	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
+		c := categoricalConfig(f)
+		c.LambdaNodes = nodes
+		return c
+	}, 4)
+	perturbParams(n, 0.3, 5)
+	s := simulate(n.fam, 6, 0, 8)
+	var b Batch
+	if err := n.MakeBatch(s, 7, &b); err != nil {
+		t.Fatal(err)
+	}
+	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
+	return n, s, maskLoss
+}
+
 // TestCategoricalStartsAtPrior: the head is zero-initialised, so before
 // training q(M | x, λ) must equal the exact prior p(M | λ) for any x and λ
 // (float32 logits: tolerance 1e-5 on log-probabilities of order 1–20).
@@ -82,14 +102,7 @@ func TestCategoricalStartsAtPrior(t *testing.T) {
 // of order 5: tolerance 1e-4 relative), and q must normalise over the
 // support.
 func TestCategoricalLossIsNLL(t *testing.T) {
-	n := newNet(t, "lingauss-k6", categoricalConfig, 4)
-	perturbParams(n, 0.3, 5)
-	s := simulate(n.fam, 6, 0, 8)
-	var b Batch
-	if err := n.MakeBatch(s, 7, &b); err != nil {
-		t.Fatal(err)
-	}
-	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
+	n, s, maskLoss := categoricalMaskLoss(t, 0)
 	g := engine.NewInferenceGraph()
 	want := 0.0
 	for i := range s {
@@ -131,24 +144,13 @@ func TestCategoricalSampleFrequencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i := range masks {
+		if math.Abs(logq[i]-check[i]) > 1e-9 {
+			t.Fatalf("draw %d: sampler log q %v, MaskLogProbs %v", i, logq[i], check[i])
+		}
+	}
 	for o := range 2 {
-		count := map[string]int{}
-		prob := map[string]float64{}
-		for i := o * draws; i < (o+1)*draws; i++ {
-			k := family.MaskString(masks[i])
-			count[k]++
-			prob[k] = math.Exp(logq[i])
-			if math.Abs(logq[i]-check[i]) > 1e-9 {
-				t.Fatalf("draw %d: sampler log q %v, MaskLogProbs %v", i, logq[i], check[i])
-			}
-		}
-		for k, c := range count {
-			p := prob[k]
-			se := math.Sqrt(p * (1 - p) / draws)
-			if f := float64(c) / draws; math.Abs(f-p) > 5*se+1.0/draws {
-				t.Fatalf("observation %d, mask %s: frequency %v, q = %v (se %v)", o, k, f, p, se)
-			}
-		}
+		checkFrequencies(t, masks[o*draws:(o+1)*draws], logq[o*draws:(o+1)*draws])
 	}
 	again, _, _ := n.SampleMasks(enc, 0.4, draws, rand.New(rand.NewPCG(2, 3)))
 	for i := range masks {
@@ -188,18 +190,7 @@ func TestLambdaNodesPosterior(t *testing.T) {
 // (1/B) Σ_b Σ_j w_j(M_b)·(−log q(M_b | x_b, λ_j)), recomputed with
 // MaskLogProbs at the nodes (tolerance as in TestCategoricalLossIsNLL).
 func TestCategoricalLambdaNodesLoss(t *testing.T) {
-	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
-		c := categoricalConfig(f)
-		c.LambdaNodes = 4
-		return c
-	}, 4)
-	perturbParams(n, 0.3, 5)
-	s := simulate(n.fam, 6, 0, 8)
-	var b Batch
-	if err := n.MakeBatch(s, 7, &b); err != nil {
-		t.Fatal(err)
-	}
-	_, maskLoss, _ := n.Loss(engine.NewGraph(), &b)
+	n, s, maskLoss := categoricalMaskLoss(t, 4)
 	g := engine.NewInferenceGraph()
 	want := 0.0
 	for i := range s {

@@ -93,6 +93,15 @@ func TestSampleMasksFrequencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkFrequencies(t, masks, logq)
+}
+
+// checkFrequencies compares the frequency of every mask drawn for one
+// observation with exp(log q) reported for it: within 5 binomial standard
+// errors plus one draw.
+func checkFrequencies(t *testing.T, masks [][]bool, logq []float64) {
+	t.Helper()
+	draws := float64(len(masks))
 	count := map[string]int{}
 	prob := map[string]float64{}
 	for i, m := range masks {
@@ -103,7 +112,7 @@ func TestSampleMasksFrequencies(t *testing.T) {
 	for k, c := range count {
 		p := prob[k]
 		se := math.Sqrt(p * (1 - p) / draws)
-		if f := float64(c) / draws; math.Abs(f-p) > 5*se+1.0/draws {
+		if f := float64(c) / draws; math.Abs(f-p) > 5*se+1/draws {
 			t.Fatalf("mask %s: frequency %v, q = %v (se %v)", k, f, p, se)
 		}
 	}
