@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/integrate/quad"
 
 	"github.com/prismsbi/prism/engine"
@@ -121,18 +122,12 @@ func (n *Net) planLambdaNodes(j int) {
 	cat.nodeWeight = make([][]float64, k)
 	for c := range k {
 		w := make([]float64, j)
-		mx := math.Inf(-1)
 		for i := range j {
 			w[i] = math.Log(v[i]) + logp[i][c]
-			mx = math.Max(mx, w[i])
 		}
-		sum := 0.0
+		z := floats.LogSumExp(w)
 		for i := range w {
-			w[i] = math.Exp(w[i] - mx)
-			sum += w[i]
-		}
-		for i := range w {
-			w[i] /= sum
+			w[i] = math.Exp(w[i] - z)
 		}
 		cat.nodeWeight[c] = w
 	}
@@ -212,19 +207,10 @@ func (n *Net) categoricalLogQ(g *engine.Graph, enc *engine.Tensor, lambda float6
 	out := make([]float64, f.Size())
 	for s := range f.Shape[0] {
 		row, lq := f.Data[s*k:(s+1)*k], out[s*k:(s+1)*k]
-		mx := math.Inf(-1)
 		for j, v := range row {
 			lq[j] = float64(v) + float64(bias[j])
-			mx = math.Max(mx, lq[j])
 		}
-		sum := 0.0
-		for _, v := range lq {
-			sum += math.Exp(v - mx)
-		}
-		lse := mx + math.Log(sum)
-		for j := range lq {
-			lq[j] -= lse
-		}
+		floats.AddConst(-floats.LogSumExp(lq), lq)
 	}
 	return out
 }
@@ -280,10 +266,8 @@ func (n *Net) sampleCategorical(enc *engine.Tensor, lambda float64, count int, r
 		}
 		for r := range count {
 			u := rng.Float64() * acc
-			j := min(sort.SearchFloat64s(cdf, u), k-1)
-			for j < k-1 && cdf[j] <= u { // first class whose CDF exceeds u
-				j++
-			}
+			// The first class whose CDF exceeds u (never a class of zero mass).
+			j := min(sort.Search(k, func(j int) bool { return cdf[j] > u }), k-1)
 			i := s*count + r
 			copy(masks[i], n.cat.masks[j])
 			logq[i] = row[j]
