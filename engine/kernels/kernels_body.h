@@ -1,11 +1,19 @@
-// Fast C kernels of package kernels, compiled by cgo with -O3 -march=native
-// -fopenmp-simd (flags in impl_cgo.go). The float semantics stay IEEE (no
-// -ffast-math, so NaN and Inf propagate as in the Go reference) except that
-// subnormals are flushed to zero inside the kernels (PK_FTZ below); the loops
-// that need reassociation to vectorise (sums, maxima) say so explicitly with
-// "#pragma omp simd reduction", which -fopenmp-simd honours without linking
-// an OpenMP runtime. exp is a branch-free polynomial (below) that gcc
-// vectorises, rather than libm's scalar expf.
+// The C kernels of package kernels. This file is compiled once per kernel
+// path by kernels_generic.c, kernels_avx2.c and kernels_avx512.c, each of
+// which sets the instruction set with "#pragma GCC target" and a suffix for
+// the exported names (kernels_rename.h); cgo's flags (impl_cgo.go) are
+// -O3 -fopenmp-simd without -march, so the binary runs on any x86-64 CPU
+// and kernels_dispatch.c chooses the copy at run time. Code for one
+// instruction set sits under its feature macro (__AVX512F__, __AVX2__),
+// which the target pragma defines.
+//
+// The float semantics stay IEEE (no -ffast-math, so NaN and Inf propagate
+// as in the Go reference) except that subnormals are flushed to zero
+// inside the kernels (PK_FTZ below); the loops that need reassociation to
+// vectorise (sums, maxima) say so explicitly with "#pragma omp simd
+// reduction", which -fopenmp-simd honours without linking an OpenMP
+// runtime. exp is a branch-free polynomial (below) that gcc vectorises,
+// rather than libm's scalar expf.
 //
 // Each function works on a range [lo, hi) so that the Go side can split the
 // work over goroutines with one cgo call (≈100 ns) per goroutine.
@@ -13,11 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
-#ifdef __AVX512F__
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-#pragma GCC target("prefer-vector-width=512")
 
 // PK_FTZ, first statement of every exported kernel, turns on flush-to-zero
 // and denormals-are-zero (MXCSR bits 15 and 6) for the kernel's duration
@@ -340,6 +346,64 @@ PK_INLINE float pk_gelu_grad(float x) {
 	return sg + 2.0f * x * sg * (1.0f - sg) * du;
 }
 
+// ---- portable vectors (the paths without AVX-512) ---------------------------
+//
+// gcc vector types of the path's native width: 8 lanes (one ymm register)
+// with AVX2, 4 (one xmm) otherwise. The vector exp and GELU below compute
+// what pk_exp and pk_gelu do lane by lane (rint as the add-and-subtract of
+// 1.5·2^23, exact in round-to-nearest for |x| < 2^22; selects as bit masks
+// from comparisons, so NaN takes the same branches as in the scalar code).
+#if defined(__AVX2__)
+#define PK_VW 8
+#else
+#define PK_VW 4
+#endif
+typedef float pk_vf __attribute__((vector_size(4 * PK_VW), aligned(4)));
+typedef int pk_vi __attribute__((vector_size(4 * PK_VW)));
+#define PK_VLD(p) (*(const pk_vf *)(p))
+#define PK_VST(p, v) (*(pk_vf *)(p) = (v))
+
+// pk_vsel returns a where the mask m (all ones or all zeros per lane) is set,
+// else b.
+PK_INLINE pk_vf pk_vsel(pk_vi m, pk_vf a, pk_vf b) { return (pk_vf)((m & (pk_vi)a) | (~m & (pk_vi)b)); }
+
+PK_INLINE pk_vf pk_vdup(float x) { return (pk_vf){0} + x; }
+
+PK_INLINE pk_vf pk_exp_v(pk_vf x) {
+	pk_vf xc = pk_vsel(x > 88.3f, pk_vdup(88.3f), x);
+	xc = pk_vsel(xc < -87.3f, pk_vdup(-87.3f), xc);
+	const pk_vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	pk_vf r = xc - n * 0.693359375f;
+	r = r + n * 2.12194440e-4f;
+	const pk_vf z = r * r;
+	pk_vf p = pk_vdup(1.9875691500e-4f);
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * z + r + 1.0f;
+	const pk_vi e = (__builtin_convertvector(n, pk_vi) + 127) << 23;
+	pk_vf y = p * (pk_vf)e;
+	y = pk_vsel(x > 88.3f, pk_vdup(INFINITY), y);
+	return pk_vsel(x < -87.3f, pk_vdup(0.0f), y);
+}
+
+// pk_gelu_sig_v is σ(2u) of pk_gelu; 1/(1+e) is 0 where e overflowed.
+PK_INLINE pk_vf pk_gelu_sig_v(pk_vf x, pk_vf x2) {
+	const pk_vf u = PK_GELU_C0 * (x + PK_GELU_C1 * x2 * x);
+	return 1.0f / (1.0f + pk_exp_v(-2.0f * u));
+}
+
+PK_INLINE pk_vf pk_gelu_v(pk_vf x) { return x * pk_gelu_sig_v(x, x * x); }
+
+PK_INLINE pk_vf pk_gelu_grad_v(pk_vf x) {
+	const pk_vf x2 = x * x;
+	const pk_vf sg = pk_gelu_sig_v(x, x2);
+	const pk_vf du = PK_GELU_C0 * (1.0f + 3.0f * PK_GELU_C1 * x2);
+	return sg + 2.0f * x * sg * (1.0f - sg) * du;
+}
+
 // pk_key_span returns in [*j0, *j1) the union of the key ranges
 // [lo[r], hi[r]) of n query rows (empty rows skipped; an empty union gives
 // j0 = tk > j1 = 0, so a loop over it runs no iterations).
@@ -392,7 +456,9 @@ void pk_gelu_fwd(const float *x, float *y, long n) {
 		_mm512_mask_storeu_ps(y + i, m, pk_gelu16(_mm512_maskz_loadu_ps(m, x + i)));
 	}
 #else
-	for (long i = 0; i < n; i++) y[i] = pk_gelu(x[i]);
+	long i = 0;
+	for (; i + PK_VW <= n; i += PK_VW) PK_VST(y + i, pk_gelu_v(PK_VLD(x + i)));
+	for (; i < n; i++) y[i] = pk_gelu(x[i]);
 #endif
 }
 
@@ -405,7 +471,9 @@ void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n) {
 		_mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), g));
 	}
 #else
-	for (long i = 0; i < n; i++) dx[i] += dy[i] * pk_gelu_grad(x[i]);
+	long i = 0;
+	for (; i + PK_VW <= n; i += PK_VW) PK_VST(dx + i, PK_VLD(dx + i) + PK_VLD(dy + i) * pk_gelu_grad_v(PK_VLD(x + i)));
+	for (; i < n; i++) dx[i] += dy[i] * pk_gelu_grad(x[i]);
 #endif
 }
 
@@ -422,7 +490,13 @@ void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, flo
 				_mm512_mask_storeu_ps(yr + j, m, pk_gelu16(v));
 			}
 #else
-			for (long j = 0; j < n; j++) {
+			long j = 0;
+			for (; j + PK_VW <= n; j += PK_VW) {
+				const pk_vf v = PK_VLD(zr + j) + PK_VLD(bias + j);
+				PK_VST(zr + j, v);
+				PK_VST(yr + j, pk_gelu_v(v));
+			}
+			for (; j < n; j++) {
 				float v = zr[j] + bias[j];
 				zr[j] = v;
 				yr[j] = pk_gelu(v);
@@ -446,7 +520,13 @@ void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n,
 			if (dbias) _mm512_mask_storeu_ps(dbias + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + j), v));
 		}
 #else
-		for (long j = 0; j < n; j++) {
+		long j = 0;
+		for (; j + PK_VW <= n; j += PK_VW) {
+			const pk_vf v = PK_VLD(g + j) * pk_gelu_grad_v(PK_VLD(zr + j));
+			if (dz) PK_VST(dz + r * n + j, PK_VLD(dz + r * n + j) + v);
+			if (dbias) PK_VST(dbias + j, PK_VLD(dbias + j) + v);
+		}
+		for (; j < n; j++) {
 			float v = g[j] * pk_gelu_grad(zr[j]);
 			if (dz) dz[r * n + j] += v;
 			if (dbias) dbias[j] += v;
@@ -1639,18 +1719,189 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 	free(bp);
 	return 1;
 }
-int pk_have_sgemm(void) { return 1; }
 #else
-int pk_have_sgemm(void) { return 0; }
+// The same kernel for the paths without AVX-512, on the portable vectors:
+// a PK_GMR×(2·PK_VW) register tile (6×16 with AVX2: twelve ymm
+// accumulators, two B vectors and one broadcast of the sixteen registers,
+// the shape of BLIS's Haswell kernel; 6×8 in xmm registers otherwise), A
+// and B packed as in the AVX-512 kernel. Columns past n are zero in the
+// packed panels; their lanes are computed and dropped at the store.
+#define PK_GMR 6
+#define PK_GNR (2 * PK_VW)
 
-int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
-	int transb, float beta, float *c, long ldc) {
-	return 0;
+// pk_gv_tail loads the first nr (< PK_VW) floats at p into a vector padded
+// with zeros, and pk_gv_store_tail stores the first nr lanes.
+PK_INLINE pk_vf pk_gv_load(const float *p, long nr) {
+	if (nr >= PK_VW) return PK_VLD(p);
+	float t[PK_VW] = {0};
+	for (long u = 0; u < nr; u++) t[u] = p[u];
+	return PK_VLD(t);
+}
+PK_INLINE void pk_gv_store(float *p, long nr, pk_vf v) {
+	if (nr >= PK_VW) {
+		PK_VST(p, v);
+		return;
+	}
+	float t[PK_VW];
+	PK_VST(t, v);
+	for (long u = 0; u < nr; u++) p[u] = t[u];
+}
+
+// pk_gtile_row_store is pk_tile_row_store for one row of the portable tile
+// (x0: columns 0..PK_VW-1, x1: the next PK_VW; nr valid columns).
+PK_INLINE void pk_gtile_row_store(pk_vf x0, pk_vf x1, long nr, float beta, int first, int last, float *cr,
+	const float *bias, const float *resr, float *yr, int inplace) {
+	const long n0 = nr < PK_VW ? nr : PK_VW, n1 = nr - PK_VW;
+	if (!first) {
+		x0 += pk_gv_load(cr, n0);
+		if (n1 > 0) x1 += pk_gv_load(cr + PK_VW, n1);
+	} else if (beta != 0.0f) {
+		x0 = beta * pk_gv_load(cr, n0) + x0;
+		if (n1 > 0) x1 = beta * pk_gv_load(cr + PK_VW, n1) + x1;
+	}
+	if (last && bias) {
+		x0 += pk_gv_load(bias, n0);
+		if (n1 > 0) x1 += pk_gv_load(bias + PK_VW, n1);
+	}
+	if (last && resr) {
+		x0 += pk_gv_load(resr, n0);
+		if (n1 > 0) x1 += pk_gv_load(resr + PK_VW, n1);
+	}
+	if (last && inplace) {
+		x0 = pk_gelu_v(x0);
+		x1 = pk_gelu_v(x1);
+	}
+	pk_gv_store(cr, n0, x0);
+	if (n1 > 0) pk_gv_store(cr + PK_VW, n1, x1);
+	if (last && yr && !inplace) {
+		pk_gv_store(yr, n0, pk_gelu_v(x0));
+		if (n1 > 0) pk_gv_store(yr + PK_VW, n1, pk_gelu_v(x1));
+	}
+}
+
+// pk_gtile accumulates the tile over kc packed steps (ap: [p][PK_GMR], bp:
+// [p][PK_GNR]) in registers, each output in one chain over p in order, and
+// stores it.
+PK_INLINE void pk_gtile(const long mr, long kc, const float *ap, const float *bp, long nr, float alpha, float beta,
+	int first, int last, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	pk_vf acc0[PK_GMR], acc1[PK_GMR];
+	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = (pk_vf){0};
+	for (long p = 0; p < kc; p++) {
+		const pk_vf b0 = PK_VLD(bp + PK_GNR * p), b1 = PK_VLD(bp + PK_GNR * p + PK_VW);
+		const float *a = ap + PK_GMR * p;
+		for (long r = 0; r < mr; r++) {
+			acc0[r] += a[r] * b0;
+			acc1[r] += a[r] * b1;
+		}
+	}
+	for (long r = 0; r < mr; r++)
+		pk_gtile_row_store(alpha * acc0[r], alpha * acc1[r], nr, beta, first, last, c + r * ldc, bias,
+			res ? res + r * ldr : NULL, y ? y + r * ldy : NULL, y == c);
+}
+
+// pk_gtile_mr dispatches on the tile height so that each case is unrolled
+// with its accumulators in registers.
+PK_INLINE void pk_gtile_mr(long mr, long kc, const float *ap, const float *bp, long nr, float alpha, float beta,
+	int first, int last, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	switch (mr) {
+	case 6: pk_gtile(6, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 5: pk_gtile(5, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 4: pk_gtile(4, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 3: pk_gtile(3, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 2: pk_gtile(2, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	default: pk_gtile(1, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr);
+	}
+}
+
+// pk_gpack_b packs columns [j0, j0+PK_GNR) of op(B) over k steps [p0,
+// p0+kc) as [p][PK_GNR], zero past n.
+static void pk_gpack_b(long kc, long p0, long j0, long n, const float *b, long ldb, int transb, float *dst) {
+	const long nr = n - j0 < PK_GNR ? n - j0 : PK_GNR;
+	if (!transb && nr == PK_GNR) {
+		for (long p = 0; p < kc; p++) {
+			const float *src = b + (p0 + p) * ldb + j0;
+			PK_VST(dst + PK_GNR * p, PK_VLD(src));
+			PK_VST(dst + PK_GNR * p + PK_VW, PK_VLD(src + PK_VW));
+		}
+		return;
+	}
+	for (long p = 0; p < kc; p++)
+		for (long u = 0; u < PK_GNR; u++)
+			dst[PK_GNR * p + u] = u >= nr ? 0.0f : transb ? b[(j0 + u) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + u];
+}
+
+// pk_gpack_a packs mr rows of op(A) over k steps [p0, p0+kc) as [p][PK_GMR]
+// (rows past mr zero).
+static void pk_gpack_a(long mr, long kc, long p0, const float *a, long ra, long ca, float *dst) {
+	for (long p = 0; p < kc; p++)
+		for (long r = 0; r < PK_GMR; r++) dst[PK_GMR * p + r] = r < mr ? a[r * ra + (p0 + p) * ca] : 0.0f;
 }
 
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
 	PK_FTZ;
-	return 0;
+	const long nt = (n + PK_GNR - 1) / PK_GNR;
+	if (k >= 1 && k <= 1024 && (m > 256 || ca == 1)) {
+		// Tall: all of op(B) packed once, each A tile packed once and run
+		// over every panel with the whole k in registers (as pk_sgemm_tall).
+		float *bpk = pk_alloc(nt * k * PK_GNR);
+		for (long t = 0; t < nt; t++) pk_gpack_b(k, 0, PK_GNR * t, n, b, ldb, transb, bpk + t * k * PK_GNR);
+		float apk[PK_GMR * 1024] __attribute__((aligned(64)));
+		for (long i0 = 0; i0 < m; i0 += PK_GMR) {
+			const long mr = m - i0 < PK_GMR ? m - i0 : PK_GMR;
+			pk_gpack_a(mr, k, 0, a + i0 * ra, ra, ca, apk);
+			for (long t = 0; t < nt; t++) {
+				const long j0 = PK_GNR * t;
+				pk_gtile_mr(mr, k, apk, bpk + t * k * PK_GNR, n - j0, alpha, beta, 1, 1, c + i0 * ldc + j0, ldc,
+					bias ? bias + j0 : NULL, y ? y + i0 * ldy + j0 : NULL, ldy, res ? res + i0 * ldr + j0 : NULL, ldr);
+			}
+		}
+		free(bpk);
+		return 1;
+	}
+	if (k == 0) {
+		for (long i = 0; i < m; i++)
+			for (long j = 0; j < n; j++) {
+				float x = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+				if (bias) x += bias[j];
+				if (res) x += res[i * ldr + j];
+				c[i * ldc + j] = x;
+				if (y) y[i * ldy + j] = pk_gelu(x);
+			}
+		return 1;
+	}
+	if (m > 256) return 0; // long k and many rows of a transposed A: OpenBLAS
+	// Short (weight gradients: k is the long dimension): per block of KB
+	// steps, all A tiles packed, then per panel of B the tiles run while
+	// the panel sits in L1 (as pk_sgemm_short).
+	enum { KB = 192 };
+	const long mt = (m + PK_GMR - 1) / PK_GMR;
+	float *apk = pk_alloc(mt * PK_GMR * KB);
+	float bpk[KB * PK_GNR] __attribute__((aligned(64)));
+	for (long p0 = 0; p0 < k; p0 += KB) {
+		const long kc = k - p0 < KB ? k - p0 : KB;
+		const int first = p0 == 0, last = p0 + kc >= k;
+		for (long t = 0; t < mt; t++) {
+			const long i0 = t * PK_GMR;
+			pk_gpack_a(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, p0, a + i0 * ra, ra, ca, apk + t * PK_GMR * KB);
+		}
+		for (long j0 = 0; j0 < n; j0 += PK_GNR) {
+			pk_gpack_b(kc, p0, j0, n, b, ldb, transb, bpk);
+			for (long t = 0; t < mt; t++) {
+				const long i0 = t * PK_GMR;
+				pk_gtile_mr(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, apk + t * PK_GMR * KB, bpk, n - j0, alpha, beta,
+					first, last, c + i0 * ldc + j0, ldc, bias ? bias + j0 : NULL, y ? y + i0 * ldy + j0 : NULL, ldy,
+					res ? res + i0 * ldr + j0 : NULL, ldr);
+			}
+		}
+	}
+	free(apk);
+	return 1;
+}
+
+int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc) {
+	PK_FTZ;
+	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0, NULL, 0);
 }
 #endif
