@@ -823,6 +823,27 @@ PK_INLINE void pk_scores_direct(const float *qi, const float *K, long ldk, long 
 	}
 }
 
+#if defined(__AVX2__)
+// pk_transpose8x8 transposes the 8×8 block whose rows are r[0..7].
+PK_INLINE void pk_transpose8x8(__m256 r[8]) {
+	__m256 t[8], u[8];
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+		r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+	}
+}
+#endif
+
 // pk_transpose copies the [tk][dh] head slice K (row stride ld) to
 // kt[d][j] (row stride ldt); with AVX-512 one masked gather per 16 keys and
 // d replaces 16 scalar moves (the scalar transpose was 10 % of the forward).
@@ -837,6 +858,23 @@ PK_INLINE void pk_transpose(const float *K, long ld, long tk, const long dh, flo
 			_mm512_storeu_ps(kt + d * ldt + j0,
 				_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, K + d, 4));
 	}
+#elif defined(__AVX2__)
+	// Gathers are slow on AMD cores before Zen 4 (microcoded); 8×8 blocks
+	// are transposed in registers instead (keys past tk load as zeros, and
+	// kt has room for them: ldt is a multiple of 16).
+	if (dh % 8 == 0) {
+		for (long j0 = 0; j0 < tk; j0 += 8)
+			for (long d0 = 0; d0 < dh; d0 += 8) {
+				__m256 r[8];
+				for (long u = 0; u < 8; u++)
+					r[u] = j0 + u < tk ? _mm256_loadu_ps(K + (j0 + u) * ld + d0) : _mm256_setzero_ps();
+				pk_transpose8x8(r);
+				for (long v = 0; v < 8; v++) _mm256_storeu_ps(kt + (d0 + v) * ldt + j0, r[v]);
+			}
+		return;
+	}
+	for (long j = 0; j < tk; j++)
+		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
 #else
 	for (long j = 0; j < tk; j++)
 		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
@@ -880,10 +918,25 @@ PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned cha
 	for (long j = jb0; j < jlo; j++) sc[j] = -INFINITY;
 	if (a)
 		for (long j = jlo; j < jhi; j++) sc[j] = a[j] ? sc[j] : -INFINITY;
+	pk_vf vm = pk_vdup(-INFINITY);
+	long j = jlo;
+	for (; j + PK_VW <= jhi; j += PK_VW) {
+		const pk_vf x = PK_VLD(sc + j);
+		vm = pk_vsel(x > vm, x, vm);
+	}
 	float mx = -INFINITY;
-	for (long j = jlo; j < jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+	for (long u = 0; u < PK_VW; u++) mx = vm[u] > mx ? vm[u] : mx;
+	for (; j < jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+	pk_vf vs = {0};
+	j = jb0;
+	for (; j + PK_VW <= jhi; j += PK_VW) {
+		const pk_vf e = pk_exp_v(PK_VLD(sc + j) - mx);
+		PK_VST(sc + j, e);
+		vs += e;
+	}
 	float sum = 0;
-	for (long j = jb0; j < jhi; j++) {
+	for (long u = 0; u < PK_VW; u++) sum += vs[u];
+	for (; j < jhi; j++) {
 		sc[j] = pk_exp(sc[j] - mx);
 		sum += sc[j];
 	}
@@ -925,6 +978,200 @@ PK_INLINE void pk_softmax4(float *P, long ldp, long tk) {
 			float *pb = P + r * ldp + 16 * b;
 			_mm512_storeu_ps(pb, _mm512_mul_ps(_mm512_loadu_ps(pb), inv[r]));
 		}
+}
+#endif
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2 versions of the inference forward's hot loops for Dh = 16, written
+// with intrinsics: gcc's lowering of the 16-lane vectors above to pairs of
+// ymm registers kept the accumulators in memory and built every scalar
+// broadcast through the stack (perf: a third of the forward in vmovss
+// stores and memory-operand FMAs; the cross-attention benchmark ran at
+// 4 GFLOP/s against 96 with AVX-512).
+
+PK_INLINE float pk_hmax8(__m256 v) {
+	__m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_max_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+PK_INLINE float pk_hsum8(__m256 v) {
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+PK_INLINE __m256 pk_exp8(__m256 x) { return (__m256)pk_exp_v((pk_vf)x); }
+
+// pk_scores4_16_avx2 is pk_scores4_16 one block of 16 keys at a time: four
+// queries × two ymm halves = eight accumulators, two key loads and four
+// broadcasts per d.
+PK_INLINE void pk_scores4_16_avx2(const float *Q, long ldq, const float *kt, long ldt, long nb, float scale,
+	float *P, long ldp) {
+	float qs[4][16] __attribute__((aligned(32)));
+	const __m256 vs = _mm256_set1_ps(scale);
+	for (long r = 0; r < 4; r++) {
+		_mm256_store_ps(qs[r], _mm256_mul_ps(_mm256_loadu_ps(Q + r * ldq), vs));
+		_mm256_store_ps(qs[r] + 8, _mm256_mul_ps(_mm256_loadu_ps(Q + r * ldq + 8), vs));
+	}
+	for (long b = 0; b < nb; b++) {
+		__m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+		const float *kb = kt + 16 * b;
+		for (long d = 0; d < 16; d++) {
+			const __m256 k0 = _mm256_loadu_ps(kb + d * ldt), k1 = _mm256_loadu_ps(kb + d * ldt + 8);
+			__m256 q = _mm256_broadcast_ss(&qs[0][d]);
+			a00 = _mm256_fmadd_ps(q, k0, a00);
+			a01 = _mm256_fmadd_ps(q, k1, a01);
+			q = _mm256_broadcast_ss(&qs[1][d]);
+			a10 = _mm256_fmadd_ps(q, k0, a10);
+			a11 = _mm256_fmadd_ps(q, k1, a11);
+			q = _mm256_broadcast_ss(&qs[2][d]);
+			a20 = _mm256_fmadd_ps(q, k0, a20);
+			a21 = _mm256_fmadd_ps(q, k1, a21);
+			q = _mm256_broadcast_ss(&qs[3][d]);
+			a30 = _mm256_fmadd_ps(q, k0, a30);
+			a31 = _mm256_fmadd_ps(q, k1, a31);
+		}
+		float *pb = P + 16 * b;
+		_mm256_storeu_ps(pb, a00);
+		_mm256_storeu_ps(pb + 8, a01);
+		_mm256_storeu_ps(pb + ldp, a10);
+		_mm256_storeu_ps(pb + ldp + 8, a11);
+		_mm256_storeu_ps(pb + 2 * ldp, a20);
+		_mm256_storeu_ps(pb + 2 * ldp + 8, a21);
+		_mm256_storeu_ps(pb + 3 * ldp, a30);
+		_mm256_storeu_ps(pb + 3 * ldp + 8, a31);
+	}
+}
+
+// pk_softmax4_avx2 is pk_softmax4 in 8-lane blocks: four unmasked rows of tk
+// scores (row stride ldp, padded to 16) normalised in place, interleaved.
+PK_INLINE void pk_softmax4_avx2(float *P, long ldp, long tk) {
+	const long nb = (tk + 7) / 8;
+	const __m256 ninf = _mm256_set1_ps(-INFINITY);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const long rem = tk - 8 * (nb - 1);
+	const __m256 last = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), lane));
+	__m256 m[4] = {ninf, ninf, ninf, ninf}, sum[4], mx[4], inv[4];
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			__m256 x = _mm256_loadu_ps(P + r * ldp + 8 * b);
+			if (b == nb - 1) x = _mm256_blendv_ps(ninf, x, last);
+			m[r] = _mm256_max_ps(m[r], x);
+		}
+	for (long r = 0; r < 4; r++) {
+		mx[r] = _mm256_set1_ps(pk_hmax8(m[r]));
+		sum[r] = _mm256_setzero_ps();
+	}
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 8 * b;
+			__m256 x = _mm256_loadu_ps(pb);
+			if (b == nb - 1) x = _mm256_blendv_ps(ninf, x, last);
+			const __m256 e = pk_exp8(_mm256_sub_ps(x, mx[r]));
+			_mm256_storeu_ps(pb, e);
+			sum[r] = _mm256_add_ps(sum[r], e);
+		}
+	for (long r = 0; r < 4; r++) inv[r] = _mm256_set1_ps(1.0f / pk_hsum8(sum[r]));
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 8 * b;
+			_mm256_storeu_ps(pb, _mm256_mul_ps(_mm256_loadu_ps(pb), inv[r]));
+		}
+}
+
+// pk_pv4_16_avx2: out = P·V for four queries with Dh = 16 over keys
+// [j0, j1): eight accumulators, two loads of v_j and four broadcasts per
+// key; each query sums over j in order.
+PK_INLINE void pk_pv4_16_avx2(const float *P, long ldp, const float *V, long ldv, long j0, long j1, float *O,
+	long ldo) {
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+	for (long j = j0; j < j1; j++) {
+		const __m256 v0 = _mm256_loadu_ps(V + j * ldv), v1 = _mm256_loadu_ps(V + j * ldv + 8);
+		__m256 p = _mm256_broadcast_ss(P + j);
+		a00 = _mm256_fmadd_ps(p, v0, a00);
+		a01 = _mm256_fmadd_ps(p, v1, a01);
+		p = _mm256_broadcast_ss(P + ldp + j);
+		a10 = _mm256_fmadd_ps(p, v0, a10);
+		a11 = _mm256_fmadd_ps(p, v1, a11);
+		p = _mm256_broadcast_ss(P + 2 * ldp + j);
+		a20 = _mm256_fmadd_ps(p, v0, a20);
+		a21 = _mm256_fmadd_ps(p, v1, a21);
+		p = _mm256_broadcast_ss(P + 3 * ldp + j);
+		a30 = _mm256_fmadd_ps(p, v0, a30);
+		a31 = _mm256_fmadd_ps(p, v1, a31);
+	}
+	_mm256_storeu_ps(O, a00);
+	_mm256_storeu_ps(O + 8, a01);
+	_mm256_storeu_ps(O + ldo, a10);
+	_mm256_storeu_ps(O + ldo + 8, a11);
+	_mm256_storeu_ps(O + 2 * ldo, a20);
+	_mm256_storeu_ps(O + 2 * ldo + 8, a21);
+	_mm256_storeu_ps(O + 3 * ldo, a30);
+	_mm256_storeu_ps(O + 3 * ldo + 8, a31);
+}
+#endif
+
+#if !defined(__AVX512F__)
+// pk_pv_group computes out_i = Σ_j p_ij v_j for the nr ≤ qg queries of a
+// group in native-width vectors: NC = dh/PK_VW vectors per row, qg·NC ≤ 8
+// accumulators (12 ymm with the v_j loads: no spills, where the 16-lane
+// code of the AVX-512 path spilled on AVX2 and built its broadcasts through
+// memory). Every query sums over j in order.
+PK_INLINE void pk_pv_group(const float *P, long ldp, const float *V, long ldv, long j0, long j1, const long nr,
+	const long dh, float *O, long ldo) {
+	enum { NCMAX = 16 * PK_MAXV / PK_VW };
+	const long nc = dh / PK_VW;
+	pk_vf acc[4][NCMAX];
+	for (long r = 0; r < nr; r++)
+		for (long c = 0; c < nc; c++) acc[r][c] = (pk_vf){0};
+	for (long j = j0; j < j1; j++) {
+		const float *vj = V + j * ldv;
+		for (long c = 0; c < nc; c++) {
+			const pk_vf vv = PK_VLD(vj + PK_VW * c);
+			for (long r = 0; r < nr; r++) acc[r][c] += P[r * ldp + j] * vv;
+		}
+	}
+	for (long r = 0; r < nr; r++)
+		for (long c = 0; c < nc; c++) PK_VST(O + r * ldo + PK_VW * c, acc[r][c]);
+}
+
+// pk_pv_native is the P·V of the forward for the paths without AVX-512:
+// groups of qg queries (qg·dh/PK_VW ≤ 8 accumulators), their key spans
+// united (p is zero outside each row's span).
+PK_INLINE void pk_pv_native(const float *P, long ldp, const float *V, long ldv, const long *rlo, const long *rhi,
+	long nt, long tk, const long dh, float *O, long ldo) {
+	const long nc = dh / PK_VW;
+	const long qg = nc >= 8 ? 1 : nc >= 4 ? 2 : 4;
+	long i0 = 0;
+	for (; i0 + qg <= nt; i0 += qg) {
+		long j0, j1;
+		pk_key_span(rlo + i0, rhi + i0, qg, tk, &j0, &j1);
+		if (j0 >= j1) {
+			for (long r = 0; r < qg; r++) memset(O + (i0 + r) * ldo, 0, dh * sizeof(float));
+			continue;
+		}
+#if defined(__AVX2__)
+		if (dh == 16) {
+			pk_pv4_16_avx2(P + i0 * ldp, ldp, V, ldv, j0, j1, O + i0 * ldo, ldo);
+			continue;
+		}
+#endif
+		switch (qg) {
+		case 4: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 4, dh, O + i0 * ldo, ldo); break;
+		case 2: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 2, dh, O + i0 * ldo, ldo); break;
+		default: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 1, dh, O + i0 * ldo, ldo);
+		}
+	}
+	for (; i0 < nt; i0++) {
+		if (rlo[i0] >= rhi[i0]) {
+			memset(O + i0 * ldo, 0, dh * sizeof(float));
+			continue;
+		}
+		pk_pv_group(P + i0 * ldp, ldp, V, ldv, rlo[i0], rhi[i0], 1, dh, O + i0 * ldo, ldo);
+	}
 }
 #endif
 
@@ -978,11 +1225,19 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		// into their probability rows (the softmax below then works in place).
 		long ns = 0, nsm = 0;
 		if (!probs && transposed && dh == 16)
-			for (; ns + 4 <= nt; ns += 4) pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
-#if defined(__AVX512F__)
+			for (; ns + 4 <= nt; ns += 4)
+#if defined(__AVX2__) && !defined(__AVX512F__)
+				pk_scores4_16_avx2(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+#else
+				pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+#endif
 		// Without a mask, the softmax of those rows four at a time.
+#if defined(__AVX512F__)
 		if (!allow_t)
 			for (; nsm < ns; nsm += 4) pk_softmax4(P + nsm * ldp, ldp, Tk);
+#elif defined(__AVX2__)
+		if (!allow_t)
+			for (; nsm < ns; nsm += 4) pk_softmax4_avx2(P + nsm * ldp, ldp, Tk);
 #endif
 		// Probability rows, zero outside the allowed span.
 		for (long i = 0; i < nt; i++) {
@@ -1014,7 +1269,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// out = P·V.
 		long i0 = 0;
-		if (PK_VEC(dh)) {
+#if !defined(__AVX512F__)
+		if (dh % PK_VW == 0 && dh <= 16 * PK_MAXV) {
+			pk_pv_native(P, ldp, V, s->ldv, rlo, rhi, nt, Tk, dh, O, s->ldo);
+			i0 = nt;
+		}
+#endif
+		if (i0 == nt) {
+			// done above
+		} else if (PK_VEC(dh)) {
 			const long ldv = s->ldv;
 			// Eight queries at a time for Dh = 16: four FMA chains (one per
 			// query) are bound by the FMA latency, one key per 4 cycles;
