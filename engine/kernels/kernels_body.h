@@ -1121,7 +1121,7 @@ PK_INLINE void pk_pv4_16_avx2(const float *P, long ldp, const float *V, long ldv
 // code of the AVX-512 path spilled on AVX2 and built its broadcasts through
 // memory). Every query sums over j in order.
 PK_INLINE void pk_pv_group(const float *P, long ldp, const float *V, long ldv, long j0, long j1, const long nr,
-	const long dh, float *O, long ldo) {
+	const long dh, float *O, long ldo, const int add) {
 	enum { NCMAX = 16 * PK_MAXV / PK_VW };
 	const long nc = dh / PK_VW;
 	pk_vf acc[4][NCMAX];
@@ -1135,14 +1135,16 @@ PK_INLINE void pk_pv_group(const float *P, long ldp, const float *V, long ldv, l
 		}
 	}
 	for (long r = 0; r < nr; r++)
-		for (long c = 0; c < nc; c++) PK_VST(O + r * ldo + PK_VW * c, acc[r][c]);
+		for (long c = 0; c < nc; c++)
+			PK_VST(O + r * ldo + PK_VW * c, add ? PK_VLD(O + r * ldo + PK_VW * c) + acc[r][c] : acc[r][c]);
 }
 
-// pk_pv_native is the P·V of the forward for the paths without AVX-512:
-// groups of qg queries (qg·dh/PK_VW ≤ 8 accumulators), their key spans
-// united (p is zero outside each row's span).
+// pk_pv_native is the P·V of the forward for the paths without AVX-512
+// (O = P·V), and with add set the backward's dQ += dS·K: groups of qg
+// queries (qg·dh/PK_VW ≤ 8 accumulators), their key spans united (p is
+// zero outside each row's span).
 PK_INLINE void pk_pv_native(const float *P, long ldp, const float *V, long ldv, const long *rlo, const long *rhi,
-	long nt, long tk, const long dh, float *O, long ldo) {
+	long nt, long tk, const long dh, float *O, long ldo, const int add) {
 	const long nc = dh / PK_VW;
 	const long qg = nc >= 8 ? 1 : nc >= 4 ? 2 : 4;
 	long i0 = 0;
@@ -1150,27 +1152,112 @@ PK_INLINE void pk_pv_native(const float *P, long ldp, const float *V, long ldv, 
 		long j0, j1;
 		pk_key_span(rlo + i0, rhi + i0, qg, tk, &j0, &j1);
 		if (j0 >= j1) {
-			for (long r = 0; r < qg; r++) memset(O + (i0 + r) * ldo, 0, dh * sizeof(float));
+			if (!add)
+				for (long r = 0; r < qg; r++) memset(O + (i0 + r) * ldo, 0, dh * sizeof(float));
 			continue;
 		}
 #if defined(__AVX2__)
-		if (dh == 16) {
+		if (dh == 16 && !add) {
 			pk_pv4_16_avx2(P + i0 * ldp, ldp, V, ldv, j0, j1, O + i0 * ldo, ldo);
 			continue;
 		}
 #endif
 		switch (qg) {
-		case 4: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 4, dh, O + i0 * ldo, ldo); break;
-		case 2: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 2, dh, O + i0 * ldo, ldo); break;
-		default: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 1, dh, O + i0 * ldo, ldo);
+		case 4: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 4, dh, O + i0 * ldo, ldo, add); break;
+		case 2: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 2, dh, O + i0 * ldo, ldo, add); break;
+		default: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 1, dh, O + i0 * ldo, ldo, add);
 		}
 	}
 	for (; i0 < nt; i0++) {
 		if (rlo[i0] >= rhi[i0]) {
-			memset(O + i0 * ldo, 0, dh * sizeof(float));
+			if (!add) memset(O + i0 * ldo, 0, dh * sizeof(float));
 			continue;
 		}
-		pk_pv_group(P + i0 * ldp, ldp, V, ldv, rlo[i0], rhi[i0], 1, dh, O + i0 * ldo, ldo);
+		pk_pv_group(P + i0 * ldp, ldp, V, ldv, rlo[i0], rhi[i0], 1, dh, O + i0 * ldo, ldo, add);
+	}
+}
+
+// pk_scores_native is pk_scores for the paths without AVX-512: sc[j] =
+// scale·q·k_j over the blocks of 16 keys covering [jlo, jhi), from the
+// transposed keys kt ([dh][ldt]), two blocks (2·16/PK_VW native vectors) at
+// a time. Each score sums over d in order from the scaled query, as
+// pk_scores does.
+PK_INLINE void pk_scores_native(const float *qi, const float *kt, long ldt, long jlo, long jhi, const long dh,
+	float scale, float *sc) {
+	enum { NB = PK_JB / PK_VW };
+	long j0 = jlo & ~(long)(PK_JB - 1);
+	for (; j0 + 2 * PK_JB <= jhi || (j0 + PK_JB < jhi && j0 + 2 * PK_JB <= ldt); j0 += 2 * PK_JB) {
+		pk_vf a[2 * NB];
+		for (long u = 0; u < 2 * NB; u++) a[u] = (pk_vf){0};
+		for (long d = 0; d < dh; d++) {
+			const float qd = qi[d] * scale;
+			const float *kd = kt + d * ldt + j0;
+			for (long u = 0; u < 2 * NB; u++) a[u] += qd * PK_VLD(kd + PK_VW * u);
+		}
+		for (long u = 0; u < 2 * NB; u++) PK_VST(sc + j0 + PK_VW * u, a[u]);
+	}
+	for (; j0 < jhi; j0 += PK_JB) {
+		pk_vf a[NB];
+		for (long u = 0; u < NB; u++) a[u] = (pk_vf){0};
+		for (long d = 0; d < dh; d++) {
+			const float qd = qi[d] * scale;
+			const float *kd = kt + d * ldt + j0;
+			for (long u = 0; u < NB; u++) a[u] += qd * PK_VLD(kd + PK_VW * u);
+		}
+		for (long u = 0; u < NB; u++) PK_VST(sc + j0 + PK_VW * u, a[u]);
+	}
+}
+
+// pk_kv_grad_native is the backward's phase 2 for the paths without
+// AVX-512: for kg keys at a time, dk_j += Σ_i ds_ij q_i and dv_j += Σ_i
+// p_ij dout_i over the queries that see any of them, in 2·kg·dh/PK_VW ≤ 8
+// native accumulators (ds and p are zero outside the row spans).
+PK_INLINE void pk_kv_grad_native(const float *dsm, long ldt, const float *P, long tk, const float *Q, long ldq,
+	const float *dO, long ldo, const long *clo, const long *chi, const long dh, float *dK, long ldk, float *dV,
+	long ldv) {
+	enum { NCMAX = 16 * PK_MAXV / PK_VW };
+	const long nc = dh / PK_VW;
+	const long kg = nc <= 2 ? 2 : 1;
+	for (long j = 0; j < tk; j += kg) {
+		const long nk = tk - j < kg ? tk - j : kg;
+		long i0 = clo[j], i1 = chi[j];
+		for (long u = 1; u < nk; u++) {
+			i0 = clo[j + u] < i0 ? clo[j + u] : i0;
+			i1 = chi[j + u] > i1 ? chi[j + u] : i1;
+		}
+		if (i0 >= i1) continue;
+		pk_vf ak[2][NCMAX], av[2][NCMAX];
+		for (long u = 0; u < 2; u++)
+			for (long c = 0; c < nc; c++) ak[u][c] = av[u][c] = (pk_vf){0};
+		if (nk == 2) {
+			for (long i = i0; i < i1; i++) {
+				const float *dsi = dsm + i * ldt + j, *pi = P + i * tk + j;
+				const float *qi = Q + i * ldq, *doi = dO + i * ldo;
+				for (long c = 0; c < nc; c++) {
+					const pk_vf qv = PK_VLD(qi + PK_VW * c), dv = PK_VLD(doi + PK_VW * c);
+					ak[0][c] += dsi[0] * qv;
+					av[0][c] += pi[0] * dv;
+					ak[1][c] += dsi[1] * qv;
+					av[1][c] += pi[1] * dv;
+				}
+			}
+		} else {
+			for (long i = i0; i < i1; i++) {
+				const float ds0 = dsm[i * ldt + j], p0 = P[i * tk + j];
+				const float *qi = Q + i * ldq, *doi = dO + i * ldo;
+				for (long c = 0; c < nc; c++) {
+					ak[0][c] += ds0 * PK_VLD(qi + PK_VW * c);
+					av[0][c] += p0 * PK_VLD(doi + PK_VW * c);
+				}
+			}
+		}
+		for (long u = 0; u < nk; u++) {
+			float *dkj = dK + (j + u) * ldk, *dvj = dV + (j + u) * ldv;
+			for (long c = 0; c < nc; c++) {
+				PK_VST(dkj + PK_VW * c, PK_VLD(dkj + PK_VW * c) + ak[u][c]);
+				PK_VST(dvj + PK_VW * c, PK_VLD(dvj + PK_VW * c) + av[u][c]);
+			}
+		}
 	}
 }
 #endif
@@ -1261,7 +1348,14 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			if (jlo >= jhi) continue;
 			const float *qi = Q + i * s->ldq;
 			if (transposed)
+#if defined(__AVX512F__)
 				pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+#else
+				if (dh % PK_VW == 0)
+					pk_scores_native(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+				else
+					pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+#endif
 			else
 				pk_scores_direct(qi, K, s->ldk, jlo, jhi, dh, scale, sc);
 			const float inv = 1.0f / pk_softmax_row(sc, jlo, jhi, a);
@@ -1271,7 +1365,7 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		long i0 = 0;
 #if !defined(__AVX512F__)
 		if (dh % PK_VW == 0 && dh <= 16 * PK_MAXV) {
-			pk_pv_native(P, ldp, V, s->ldv, rlo, rhi, nt, Tk, dh, O, s->ldo);
+			pk_pv_native(P, ldp, V, s->ldv, rlo, rhi, nt, Tk, dh, O, s->ldo, 0);
 			i0 = nt;
 		}
 #endif
@@ -1501,7 +1595,14 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 #pragma omp simd reduction(+ : delta)
 			for (long d = 0; d < dh; d++) delta += doi[d] * oi[d];
 			if (transposed)
+#if defined(__AVX512F__)
 				pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+#else
+				if (dh % PK_VW == 0)
+					pk_scores_native(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+				else
+					pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+#endif
 			else
 				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
 			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
@@ -1515,7 +1616,15 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// Phase 1b: dq_i += Σ_j ds_ij k_j, four queries at a time so that
 		// each k_j load feeds four independent FMA chains.
-		if (PK_VEC(dh)) {
+#if !defined(__AVX512F__)
+		const int native = dh % PK_VW == 0 && dh <= 16 * PK_MAXV;
+		if (native) pk_pv_native(dsm, ldt, K, s->ldk, rlo, rhi, Tq, Tk, dh, dQ, s->ldq, 1);
+#else
+		const int native = 0;
+#endif
+		if (native) {
+			// done above
+		} else if (PK_VEC(dh)) {
 			for (long i0 = 0; i0 < Tq; i0 += 4) {
 				const long nr = Tq - i0 < 4 ? Tq - i0 : 4;
 				long j0 = Tk, j1 = 0;
@@ -1564,6 +1673,13 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// Phase 2 (ds and p are zero outside the row spans).
 		long j = 0;
+#if !defined(__AVX512F__)
+		if (native) {
+			pk_kv_grad_native(dsm, ldt, P, Tk, Q, s->ldq, dO, s->ldo, clo, chi, dh, dk + b * Tk * s->ldk + h * dh, s->ldk,
+				dv + b * Tk * s->ldv + h * dh, s->ldv);
+			j = Tk;
+		}
+#endif
 		if (PK_VEC(dh) && dh <= 32) {
 			// Four keys at a time: eight independent FMA chains, and each
 			// q_i, dout_i load feeds four FMAs.
