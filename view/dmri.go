@@ -124,7 +124,7 @@ func NewDMRI(scan *dmri.Scan, post *posterior.Posterior, folder, source string, 
 		if err := d.readFolder(folder); err != nil {
 			return nil, err
 		}
-	} else if _, err := d.Refit(set.Lambda, scan.Nx/2, scan.Ny/2, scan.Nz/2, []int{Axial}); err != nil {
+	} else if _, err := d.Refit(set.Lambda, scan.Nx/2, scan.Ny/2, scan.Nz/2, []int{Sagittal, Coronal, Axial}); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -102,9 +103,15 @@ func runView(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "prism view: WARNING: listening on %s: anyone who can reach this machine can use the viewer (and its CPU); use --listen 127.0.0.1:PORT to keep it local\n", ln.Addr())
 	}
 	fmt.Fprintf(stdout, "prism view: open http://%s/ (Ctrl-C to stop)\n", browsable(ln.Addr()))
-	ctx, stop := interruptContext(stderr, "prism view: stopping")
+	ctx, stop := viewContext(stderr)
 	defer stop()
 	return srv.Serve(ctx, ln)
+}
+
+// viewContext returns the context that stops the server: cancelled on
+// SIGINT or SIGTERM (tests replace it).
+var viewContext = func(stderr io.Writer) (context.Context, func()) {
+	return interruptContext(stderr, "prism view: stopping")
 }
 
 // loadGridView reads the grid network, the observation and the
@@ -210,7 +217,7 @@ func loadDMRIView(folder string, files dmri.ScanFiles, checkpoint, model string,
 	if err != nil {
 		return nil, err
 	}
-	what := "the model posterior of the middle axial slice at λ = " + fmt.Sprint(set.Lambda)
+	what := "the model posterior of the three middle slices at λ = " + fmt.Sprint(set.Lambda)
 	if folder != "" {
 		what = "the maps of " + folder
 	}

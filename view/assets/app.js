@@ -318,6 +318,7 @@ function drawSphere() {
     }
   }
   pts.sort((a, b) => a.p[2] - b.p[2]);
+  cv.dataset.points = String(pts.length);
   for (const q of pts) {
     const col = q.d.dir.map((x) => Math.round(255 * Math.min(1, 0.25 + Math.abs(x))));
     ctx.fillStyle = "rgba(" + col.join(",") + "," + (q.p[2] >= 0 ? 0.9 : 0.25) + ")";
@@ -346,7 +347,7 @@ function initDMRI(info) {
   dm.at = info.grid.map((n) => Math.floor(n / 2));
   dm.scale = Math.max(2, Math.min(6, Math.floor(320 / Math.max(...info.grid))));
   $("dmri-data").textContent = info.dwi + ": " + info.grid.join("×") + " voxels, " + info.volumes + " volumes, " +
-    info.voxels + " fitted voxels; network " + info.source + "; models: " + info.models.join(", ") + ".";
+    info.voxels + " fitted voxels; network " + info.source + " (" + info.models.length + " models).";
   const sel = $("dmri-map");
   for (const m of info.maps) {
     const o = document.createElement("option");
