@@ -55,20 +55,21 @@ const (
 // fit's FA and principal direction. Its methods are safe for concurrent
 // use.
 type DMRI struct {
-	mu     sync.Mutex
-	scan   *dmri.Scan
-	post   *posterior.Posterior
-	set    DMRISettings
-	models []dmri.Model
-	sticks int
-	comps  []string
-	pos    []int32   // grid index → position in scan.Voxels, −1 outside
-	fa     []float32 // grid, NaN outside the fitted voxels
-	v1     [][3]float32
-	prob   []float32 // grid × models, NaN where not fitted
-	lambda []float32 // grid: λ of prob, NaN where not fitted
-	maps   []MapInfo
-	source string
+	mu      sync.Mutex // guards prob and lambda
+	compute sync.Mutex // serialises the use of post
+	scan    *dmri.Scan
+	post    *posterior.Posterior
+	set     DMRISettings
+	models  []dmri.Model
+	sticks  int
+	comps   []string
+	pos     []int32   // grid index → position in scan.Voxels, −1 outside
+	fa      []float32 // grid, NaN outside the fitted voxels
+	v1      [][3]float32
+	prob    []float32 // grid × models, NaN where not fitted
+	lambda  []float32 // grid: λ of prob, NaN where not fitted
+	maps    []MapInfo
+	source  string
 }
 
 // MapInfo names one map of the slice views.
@@ -242,13 +243,14 @@ func (d *DMRI) fitter(lambda float64) (*dmri.Fitter, error) {
 // RefitResult reports one refit.
 type RefitResult struct {
 	Lambda  float64 `json:"lambda"`
-	Voxels  int     `json:"voxels"`
+	Voxels  int     `json:"voxels"` // voxels computed (those already at λ are kept)
 	Seconds float64 `json:"seconds"`
 }
 
-// Refit recomputes the model posterior q(M | x, λ) (dmri.Fitter's
+// Refit computes the model posterior q(M | x, λ) (dmri.Fitter's
 // ModelPosterior, the model_prob of `prism dmri fit --lambda`) of every
-// fitted voxel in the slices through (x, y, z) along the given axes.
+// fitted voxel in the slices through (x, y, z) along the given axes
+// whose maps are not already at this λ.
 func (d *DMRI) Refit(lambda float64, x, y, z int, axes []int) (*RefitResult, error) {
 	s := d.scan
 	if x < 0 || y < 0 || z < 0 || x >= s.Nx || y >= s.Ny || z >= s.Nz {
@@ -263,12 +265,20 @@ func (d *DMRI) Refit(lambda float64, x, y, z int, axes []int) (*RefitResult, err
 	sub := *s
 	sub.Voxels, sub.Signal = nil, nil
 	N := s.Design.N
+	for _, a := range axes {
+		if a < 0 || a > 2 {
+			return nil, fmt.Errorf("view: slice axis %d, want 0, 1 or 2", a)
+		}
+	}
+	d.mu.Lock()
+	done := slices.Clone(d.lambda)
+	d.mu.Unlock()
 	for v, i := range s.Voxels {
+		if done[i] == float32(lambda) {
+			continue
+		}
 		c := d.coords(i)
 		for _, a := range axes {
-			if a < 0 || a > 2 {
-				return nil, fmt.Errorf("view: slice axis %d, want 0, 1 or 2", a)
-			}
 			if c[a] == at[a] {
 				sub.Voxels = append(sub.Voxels, i)
 				sub.Signal = append(sub.Signal, s.Signal[v*N:(v+1)*N]...)
@@ -280,7 +290,9 @@ func (d *DMRI) Refit(lambda float64, x, y, z int, axes []int) (*RefitResult, err
 	if len(sub.Voxels) == 0 {
 		return res, nil
 	}
+	d.compute.Lock()
 	prob, _, err := ft.ModelPosterior(&sub, 0, len(sub.Voxels))
+	d.compute.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("view: refit: %w", err)
 	}
@@ -474,7 +486,9 @@ func (d *DMRI) Voxel(lambda float64, x, y, z int) (*Voxel, error) {
 		return nil, err
 	}
 	start := time.Now()
+	d.compute.Lock()
 	b, err := ft.FitBatch(s, v, 1)
+	d.compute.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("view: voxel (%d, %d, %d): %w", x, y, z, err)
 	}

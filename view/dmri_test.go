@@ -99,6 +99,10 @@ func TestDMRIRefit(t *testing.T) {
 		t.Fatalf("refit %+v", res)
 	}
 	check(0.8, [3]int{3, 4, 5}, []int{Axial})
+	// Slices already at this λ are not recomputed.
+	if again, err := d.Refit(0.8, 3, 4, 5, []int{Axial}); err != nil || again.Voxels != 0 {
+		t.Errorf("second refit of the same slice at the same λ: %+v %v", again, err)
+	}
 	if _, err := d.Refit(0.5, 99, 0, 0, []int{Axial}); err == nil {
 		t.Error("refit outside the grid accepted")
 	}

@@ -74,7 +74,7 @@ func (s GridSettings) validate() error {
 // methods are safe for concurrent use (they take turns: the posterior
 // uses both cores by itself).
 type Grid struct {
-	mu    sync.Mutex
+	mu    *sync.Mutex // serialises the use of post, shared by WithObservation's grids
 	post  *posterior.Posterior
 	fam   family.Family
 	obs   posterior.Observation
@@ -92,6 +92,17 @@ func NewGrid(p *posterior.Posterior, obs posterior.Observation, truth []bool, ca
 	if err := set.validate(); err != nil {
 		return nil, err
 	}
+	return newGrid(&sync.Mutex{}, p, obs, truth, candidates, name, set)
+}
+
+// WithObservation returns an explorer of another observation with the
+// same network and settings (candidates nil: discovered for it); the two
+// explorers take turns on the network.
+func (g *Grid) WithObservation(obs posterior.Observation, truth []bool, candidates [][]bool, name string) (*Grid, error) {
+	return newGrid(g.mu, g.post, obs, truth, candidates, name, g.set)
+}
+
+func newGrid(mu *sync.Mutex, p *posterior.Posterior, obs posterior.Observation, truth []bool, candidates [][]bool, name string, set GridSettings) (*Grid, error) {
 	f := p.Family()
 	if obs.Design.CovDim > 1 {
 		return nil, fmt.Errorf("view: %s: the grid explorer needs a family on a 1-D grid; %s has %d covariates per measurement (use the dMRI view)", name, f.Name(), obs.Design.CovDim)
@@ -99,8 +110,10 @@ func NewGrid(p *posterior.Posterior, obs posterior.Observation, truth []bool, ca
 	if truth != nil && len(truth) != len(f.Components()) {
 		return nil, fmt.Errorf("view: %s: true mask of %d entries for the %d components of %s", name, len(truth), len(f.Components()), f.Name())
 	}
-	g := &Grid{post: p, fam: f, obs: obs, truth: truth, set: set, name: name}
+	g := &Grid{mu: mu, post: p, fam: f, obs: obs, truth: truth, set: set, name: name}
 	if candidates == nil {
+		mu.Lock()
+		defer mu.Unlock()
 		var err error
 		if candidates, err = g.discover(); err != nil {
 			return nil, err

@@ -244,7 +244,7 @@ func (s *Server) gridObservation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	ng, err := NewGrid(g.post, obs, truth, s.cfg.Candidates, name, g.set)
+	ng, err := g.WithObservation(obs, truth, s.cfg.Candidates, name)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return

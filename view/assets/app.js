@@ -123,7 +123,7 @@ function renderBand(b) {
   for (const arr of [b.y, b.lo, b.hi]) for (const v of arr) { y0 = Math.min(y0, v); y1 = Math.max(y1, v); }
   const span = (y1 - y0) || 1;
   y0 -= 0.05 * span; y1 += 0.05 * span;
-  const [X, Y] = axes(ctx, w, h, b.x[0], b.x[b.x.length - 1], y0, y1, { l: 48, r: 10, t: 10, b: 22 });
+  const [X, Y] = axes(ctx, w, h, b.x[0], b.x[b.x.length - 1], y0, y1, { l: 48, r: 22, t: 10, b: 22 });
   ctx.fillStyle = b.kind === "local" ? "rgba(40,174,128,0.30)" : "rgba(59,82,139,0.28)";
   ctx.beginPath();
   b.x.forEach((x, i) => (i ? ctx.lineTo(X(x), Y(b.hi[i])) : ctx.moveTo(X(x), Y(b.hi[i]))));
@@ -148,6 +148,7 @@ async function selectModel(mask, label) {
   grid.selectedLabel = label;
   for (const tr of $("top-models").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.mask === mask);
   $("marginal-model").textContent = label;
+  $("selected-model").textContent = label;
   if (predictiveKind() === "local") gridUpdate(Number($("grid-lambda").value));
   try {
     const r = await getJSON("/api/grid/marginals?mask=" + mask);
@@ -233,6 +234,11 @@ function loadSlices() {
     img.width = w * dm.scale;
     img.height = h * dm.scale;
     img.src = "/api/dmri/slice?map=" + encodeURIComponent(map) + "&axis=" + axis + "&index=" + dm.at[axis] + "&t=" + stamp;
+    // Crosshair through the current voxel: the view's horizontal
+    // coordinate, and its vertical one counted from the top.
+    const [hor, ver] = axis === 0 ? [1, 2] : axis === 1 ? [0, 2] : [0, 1];
+    $("xh-v-" + axis).style.left = ((dm.at[hor] + 0.5) * dm.scale) + "px";
+    $("xh-h-" + axis).style.top = ((h - 1 - dm.at[ver] + 0.5) * dm.scale) + "px";
     $("index-" + axis).value = dm.at[axis];
     $("index-" + axis + "-value").textContent = String(dm.at[axis]);
   }
@@ -259,7 +265,8 @@ const dmriRefit = latest(async (lambda) => {
   document.body.dataset.dmriRefits = String(dm.refits);
   document.body.dataset.dmriLambda = String(r.lambda);
   setStatus("λ = " + r.lambda.toFixed(2) + ": refitted " + r.voxels + " voxels in " + r.seconds.toFixed(2) + " s");
-  if (!$("voxel-panel").hidden) showVoxel(dm.at);
+  const shown = $("voxel-panel").dataset.voxel;
+  if (shown && Number($("voxel-lambda").textContent) !== r.lambda) showVoxel(shown.split(",").map(Number));
 });
 
 async function showVoxel(at) {
@@ -365,10 +372,12 @@ function initDMRI(info) {
     const r = $("index-" + axis);
     r.max = info.grid[axis] - 1;
     r.addEventListener("input", () => { dm.at[axis] = Number(r.value); loadSlices(); });
-    $("slice-" + axis).addEventListener("click", (ev) => {
+    r.addEventListener("change", () => dmriRefit(Number(slider.value)));
+    $("slice-" + axis).addEventListener("click", async (ev) => {
       dm.at = voxelFromClick(axis, ev);
       loadSlices();
-      showVoxel(dm.at);
+      await showVoxel(dm.at);
+      dmriRefit(Number(slider.value)); // the slices through the voxel, where not yet at this λ
     });
   }
   show();
