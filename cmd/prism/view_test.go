@@ -57,12 +57,18 @@ func screenshotDir(t *testing.T) string {
 // test.
 func startView(t *testing.T, args ...string) string {
 	t.Helper()
+	return startViewTo(t, &syncBuffer{}, args...)
+}
+
+// startViewTo is startView with the command's stderr in stderr.
+func startViewTo(t *testing.T, stderr *syncBuffer, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	old := viewContext
 	viewContext = func(io.Writer) (context.Context, func()) { return ctx, cancel }
-	var stdout, stderr syncBuffer
+	var stdout syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(append([]string{"view", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	go func() { done <- run(append([]string{"view", "--listen", "127.0.0.1:0"}, args...), &stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
