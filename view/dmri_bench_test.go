@@ -38,6 +38,7 @@ func BenchmarkRefitSlice(b *testing.B) {
 	}{{"axial", []int{Axial}}, {"three-slices", []int{Sagittal, Coronal, Axial}}} {
 		b.Run(c.name, func(b *testing.B) {
 			lam, voxels := 0.1, 0
+			cpu := cpuSeconds(b)
 			for b.Loop() {
 				lam += 0.17
 				if lam >= 0.95 {
@@ -50,6 +51,7 @@ func BenchmarkRefitSlice(b *testing.B) {
 				voxels = res.Voxels
 			}
 			b.ReportMetric(float64(voxels), "voxels")
+			b.ReportMetric((cpuSeconds(b)-cpu)/float64(b.N), "cpu-s/op")
 		})
 	}
 }
