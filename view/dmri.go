@@ -26,19 +26,26 @@ type DMRISettings struct {
 	// Lambda is the λ of the maps shown at start (a fit folder's own λ
 	// replaces it).
 	Lambda float64 `json:"lambda"`
-	// VoxelSamples and Steps: joint samples (model, then parameters) and
-	// ODE steps behind a clicked voxel's fibre directions, as `prism
-	// dmri fit --samples --steps`; Seed as its --seed.
+	// VoxelSamples, Steps and Solver: joint samples (model, then
+	// parameters), ODE steps and solver behind a clicked voxel's fibre
+	// directions, as `prism dmri fit --samples --steps --solver`; Seed as
+	// its --seed.
 	VoxelSamples int    `json:"voxel_samples"`
 	Steps        int    `json:"steps"`
+	Solver       string `json:"solver"`
 	Seed         uint64 `json:"seed"`
 }
 
 // DefaultDMRISettings returns the defaults of `prism dmri fit`: λ = 0.3,
-// 50 samples × 8 steps, seed 1.
+// 50 samples × 8 AB2 steps, seed 1.
 func DefaultDMRISettings() DMRISettings {
 	d := dmri.DefaultFitSettings()
-	return DMRISettings{Lambda: d.Lambda, VoxelSamples: d.Samples, Steps: d.Steps, Seed: d.Seed}
+	return DMRISettings{Lambda: d.Lambda, VoxelSamples: d.Samples, Steps: d.Steps, Solver: d.Solver, Seed: d.Seed}
+}
+
+// fitSettings are the settings of a fit at λ.
+func (s DMRISettings) fitSettings(lambda float64) dmri.FitSettings {
+	return dmri.FitSettings{Lambda: lambda, Samples: s.VoxelSamples, Steps: s.Steps, Solver: s.Solver, Seed: s.Seed, BatchSize: 1}
 }
 
 // Axes of the slice views: a slice of axis a holds the voxels whose
@@ -87,7 +94,7 @@ func NewDMRI(scan *dmri.Scan, post *posterior.Posterior, folder, source string, 
 	if len(scan.Voxels) == 0 {
 		return nil, fmt.Errorf("view: %s: no voxel to fit in the mask", scan.Files.DWI)
 	}
-	ft, err := dmri.NewFitter(post, dmri.FitSettings{Lambda: set.Lambda, Samples: set.VoxelSamples, Steps: set.Steps, Solver: "ab2", Seed: set.Seed, BatchSize: 1})
+	ft, err := dmri.NewFitter(post, set.fitSettings(set.Lambda))
 	if err != nil {
 		return nil, fmt.Errorf("view: %s: %w", source, err)
 	}
@@ -232,8 +239,7 @@ func (d *DMRI) Info() DMRIInfo {
 
 // fitter returns a fitter at λ with the explorer's settings.
 func (d *DMRI) fitter(lambda float64) (*dmri.Fitter, error) {
-	ft, err := dmri.NewFitter(d.post, dmri.FitSettings{Lambda: lambda, Samples: d.set.VoxelSamples, Steps: d.set.Steps,
-		Solver: "ab2", Seed: d.set.Seed, BatchSize: 1})
+	ft, err := dmri.NewFitter(d.post, d.set.fitSettings(lambda))
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}

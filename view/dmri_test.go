@@ -33,7 +33,7 @@ func slabScan(t *testing.T) (*dmri.Scan, *posterior.Posterior) {
 }
 
 func testDMRISettings() DMRISettings {
-	return DMRISettings{Lambda: 0.3, VoxelSamples: 6, Steps: 4, Seed: 5}
+	return DMRISettings{Lambda: 0.3, VoxelSamples: 6, Steps: 4, Solver: "ab2", Seed: 5}
 }
 
 // TestDMRIRefit: the start-up fit covers exactly the fitted voxels of the
@@ -211,9 +211,41 @@ func TestDMRIFolder(t *testing.T) {
 	if err := ft.WriteFit(dir, &sub, b); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDMRI(s, p, dir, "model:b3s", testDMRISettings())
+	// The folder's own settings, as `prism view --dmri` reads them.
+	vs := DMRISettings{Lambda: 0.3, VoxelSamples: set.Samples, Steps: set.Steps, Solver: set.Solver, Seed: set.Seed}
+	d, err := NewDMRI(s, p, dir, "model:b3s", vs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A clicked voxel shows the folder's samples: the fit's streams are
+	// the voxel's own, whatever the batch.
+	const v = 100
+	c := d.coords(s.Voxels[v])
+	vox, err := d.Voxel(0.6, c[0], c[1], c[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	for st := range b.Sticks {
+		for j := range b.Samples {
+			if !b.Active[st][v*b.Samples+j] {
+				continue
+			}
+			th, ph := float64(b.Theta[st][v*b.Samples+j]), float64(b.Phi[st][v*b.Samples+j])
+			want := [3]float64{math.Sin(th) * math.Cos(ph), math.Sin(th) * math.Sin(ph), math.Cos(th)}
+			if k >= len(vox.Directions) {
+				t.Fatalf("voxel %d: %d directions, the fit has more", v, len(vox.Directions))
+			}
+			got := vox.Directions[k].Dir
+			// float32 network passes in batches of different sizes.
+			if math.Abs(got[0]-want[0])+math.Abs(got[1]-want[1])+math.Abs(got[2]-want[2]) > 1e-4 {
+				t.Errorf("voxel %d direction %d: %v, the folder's fit %v", v, k, got, want)
+			}
+			k++
+		}
+	}
+	if k != len(vox.Directions) {
+		t.Errorf("voxel %d: %d directions, the folder's fit %d", v, len(vox.Directions), k)
 	}
 	if d.set.Lambda != 0.6 {
 		t.Errorf("λ %v, want the folder's 0.6", d.set.Lambda)

@@ -50,5 +50,5 @@ func ReadFitRun(folder string) (*FitRun, error) {
 		return nil, fmt.Errorf("view: %s was written by %q, not `prism dmri fit` or `prism demo`", path, run.Tool)
 	}
 	return &FitRun{Inputs: run.Inputs, Model: s.Model, Checkpoint: s.Checkpoint,
-		Settings: DMRISettings{Lambda: s.Lambda, VoxelSamples: s.Samples, Steps: s.Steps, Seed: s.Seed}}, nil
+		Settings: DMRISettings{Lambda: s.Lambda, VoxelSamples: s.Samples, Steps: s.Steps, Solver: s.Solver, Seed: s.Seed}}, nil
 }
