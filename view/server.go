@@ -93,8 +93,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Serve answers requests on ln until ctx is cancelled, then shuts down
-// (waiting up to 5 s for requests in flight).
+// Serve answers requests on ln until ctx is cancelled, then shuts down:
+// it waits up to 5 s for requests in flight, then closes their
+// connections (a refit still running is abandoned; nothing is written).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	done := make(chan error, 1)
@@ -107,7 +108,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("view: shutdown: %w", err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("view: shutdown: %w", err)
+		}
+		srv.Close()
 	}
 	<-done
 	return nil

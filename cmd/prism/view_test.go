@@ -303,5 +303,9 @@ func TestViewBrowser(t *testing.T) {
 	if math.Abs(sum-1) > 1e-5 {
 		t.Errorf("the voxel's model probabilities sum to %v", sum)
 	}
+	// The click also computes the slices through the voxel at the current
+	// λ (the sagittal one is new): wait for it before the screenshot.
+	waitFor("the slices through the clicked voxel", `document.body.dataset.dmriRefits === "2" &&
+		[0, 1, 2].every(a => { const i = document.getElementById("slice-" + a); return i.complete && i.naturalWidth > 0; })`)
 	screenshot("view-dmri-voxel.png")
 }
