@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,17 +31,17 @@ func runView(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("view", "[--example] [(--model NAME | --checkpoint DIR) [--obs FILE [--index I]] [--candidates FILE]] [--dmri FOLDER | --dwi FILE --bval FILE --bvec FILE [--mask FILE]] [--dmri-model NAME | --dmri-checkpoint DIR] [--listen ADDR]", stderr)
 	example := fs.Bool("example", false, "the bundled data: the shipped "+exampleGridModel+" network on the bundled symbolic-regression example and the shipped "+exampleDMRIModel+" network on the bundled whole-brain scan")
 	gridNet := addNetFlags(fs, "trained network of a grid family (λ explorer)")
-	obsPath := fs.String("obs", "", "observation file (JSON lines {\"x\":[…]} as `prism simulate` writes, or CSV rows); default: one observation simulated from the family's prior (--seed, --sim-lambda)")
+	obsPath := fs.String("obs", "", "observation `file` (JSON lines {\"x\":[…]} as prism simulate writes, or CSV rows); default: one observation simulated from the family's prior (--seed, --sim-lambda)")
 	index := fs.Int("index", 0, "with --obs: the line (0-based) to explore")
-	candidates := fs.String("candidates", "", "models to rank, one 0/1 mask per line (as `prism select --candidates`); default: discovered from draws at λ = 0, 0.1, …, 1")
+	candidates := fs.String("candidates", "", "models to rank, one 0/1 mask per line of `file` (as for prism select --candidates); default: discovered from draws at λ = 0, 0.1, …, 1")
 	simLambda := fs.Float64("sim-lambda", 0.5, "λ of the prior the simulated example is drawn from (without --obs)")
-	folder := fs.String("dmri", "", "a `prism dmri fit` output folder: its maps, with its scan and network from run.json")
+	folder := fs.String("dmri", "", "a prism dmri fit output `folder`: its maps, with its scan and network from run.json")
 	var files dmri.ScanFiles
 	scanFileFlags(fs, &files)
-	dmriCheckpoint := fs.String("dmri-checkpoint", "", "trained ball-and-sticks network for the scan: a `prism train` output directory or weights file")
+	dmriCheckpoint := fs.String("dmri-checkpoint", "", "trained ball-and-sticks network for the scan: a prism train output `directory` or weights file")
 	dmriModel := fs.String("dmri-model", "", "shipped ball-and-sticks network for the scan, instead of --dmri-checkpoint (b3s, b3s-brain)")
-	lambda := fs.Float64("lambda", math.NaN(), "initial λ of the dMRI maps (default: the fit folder's, else 0.3)")
-	seed := fs.Uint64("seed", 1, "random seed of every draw (the same seed as `prism select`/`predict`/`dmri fit --seed` gives the same numbers)")
+	lambda := fs.Float64("lambda", 0, "initial λ of the dMRI maps, 0 < λ < 1 (0: the fit folder's, else 0.3)")
+	seed := fs.Uint64("seed", 1, "random seed of every draw (the same --seed of prism select, predict or dmri fit gives the same numbers)")
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on (port 0: any free port); anything but a loopback address exposes the viewer to the network")
 	maxUpload := fs.Int64("max-upload", view.DefaultMaxUpload, "largest accepted request body (an uploaded observation), in bytes")
 	if err := fs.Parse(args); err != nil {
@@ -195,7 +194,7 @@ func loadDMRIView(folder string, files dmri.ScanFiles, checkpoint, model string,
 	if files.DWI == "" || files.Bval == "" || files.Bvec == "" {
 		return nil, errors.New("the scan needs --dwi, --bval and --bvec")
 	}
-	if !math.IsNaN(lambda) {
+	if lambda != 0 {
 		if !(lambda > 0 && lambda < 1) {
 			return nil, fmt.Errorf("--lambda %v: want 0 < λ < 1", lambda)
 		}

@@ -33,6 +33,8 @@ func TestViewErrors(t *testing.T) {
 		{[]string{"--dmri", noRun}, "run.json"},
 		{[]string{"--dwi", "x.nii.gz", "--bval", "x.bval", "--bvec", "x.bvec"}, "--dmri-model"},
 		{[]string{"--model", "symbolic-k15", "--listen", "127.0.0.1:99999"}, "--listen"},
+		{[]string{"--dwi", "x.nii.gz", "--bval", "x.bval", "--bvec", "x.bvec", "--dmri-model", "b3s", "--lambda", "1.5"}, "--lambda"},
+		{[]string{"--dwi", "x.nii.gz", "--bval", "x.bval", "--bvec", "x.bvec", "--dmri-model", "b3s"}, "x.bval"},
 		{[]string{"--model", "symbolic-k15", "--max-upload", "0"}, "--max-upload"},
 	} {
 		code, _, errs := prism(append([]string{"view"}, c.args...)...)
