@@ -115,9 +115,24 @@ func TestViewBrowser(t *testing.T) {
 	addr := startView(t, "--example")
 	shots := screenshotDir(t)
 
+	// Chromium's helper processes may still write into its profile for a
+	// moment after the browser exits, so the profile is not a t.TempDir
+	// (whose removal would fail the test): it is removed best effort.
+	profile, err := os.MkdirTemp("", "prism-view-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1400, 1300),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(profile))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer acancel()
 	ctx, cancel := chromedp.NewContext(actx)
