@@ -364,9 +364,12 @@ func (d *DMRI) Slice(id string, a, index int) (*image.NRGBA, error) {
 	if n := [3]int{s.Nx, s.Ny, s.Nz}[a]; index < 0 || index >= n {
 		return nil, fmt.Errorf("view: slice %d outside 0…%d", index, n-1)
 	}
-	value, err := d.mapValue(id)
-	if err != nil {
-		return nil, err
+	var value func(int) float64
+	if id != "dec" {
+		var err error
+		if value, err = d.mapValue(id); err != nil {
+			return nil, err
+		}
 	}
 	w, h := d.SliceSize(a)
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
@@ -405,8 +408,8 @@ func (d *DMRI) decColour(i int) color.NRGBA {
 	return color.NRGBA{c[0], c[1], c[2], 0xff}
 }
 
-// mapValue returns the scalar of map id at a grid index (NaN where not
-// computed); the caller holds d.mu while calling it.
+// mapValue returns the scalar of map id (any map but "dec") at a grid
+// index, NaN where not computed; the caller holds d.mu while calling it.
 func (d *DMRI) mapValue(id string) (func(i int) float64, error) {
 	M := len(d.models)
 	kind, arg, _ := strings.Cut(id, ":")
@@ -419,8 +422,6 @@ func (d *DMRI) mapValue(id string) (func(i int) float64, error) {
 	switch {
 	case id == "fa":
 		return func(i int) float64 { return float64(d.fa[i]) }, nil
-	case id == "dec":
-		return func(int) float64 { return 0 }, nil
 	case kind == "nfibres" && k >= 0 && k <= d.sticks:
 		return func(i int) float64 {
 			var p float64
