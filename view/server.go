@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,7 +77,8 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP limits request bodies and answers only requests addressed to
 // the server by a loopback name or a literal IP address, so that a web
-// page elsewhere cannot reach it through a rebound DNS name.
+// page elsewhere cannot reach it through a rebound DNS name; POSTs from
+// another origin are refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -86,6 +88,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if host != "localhost" && net.ParseIP(host) == nil {
 		http.Error(w, "prism view answers only requests to localhost or an IP address", http.StatusForbidden)
 		return
+	}
+	// A browser names the page that sends a POST in Origin: refuse those
+	// of other sites (they could start refits or replace the data).
+	if o := r.Header.Get("Origin"); r.Method != http.MethodGet && o != "" {
+		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+			http.Error(w, "prism view accepts changes only from its own page", http.StatusForbidden)
+			return
+		}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)
 	w.Header().Set("Cache-Control", "no-store")

@@ -92,6 +92,29 @@ func TestServerHost(t *testing.T) {
 	}
 }
 
+// TestServerOrigin: a POST from another site's page is refused.
+func TestServerOrigin(t *testing.T) {
+	ts, _ := testServer(t, 0)
+	for origin, want := range map[string]int{"": 400, ts.URL: 400, "http://evil.example": 403} {
+		req, err := http.NewRequest("POST", ts.URL+"/api/grid/observation", strings.NewReader("1,2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		// 400: accepted and parsed (two values are too few).
+		if resp.StatusCode != want {
+			t.Errorf("Origin %q: %d, want %d", origin, resp.StatusCode, want)
+		}
+	}
+}
+
 // TestServerUpload: an uploaded observation replaces the data; bodies over
 // the limit get 413 and leave the data alone; bad files get 400 naming the
 // file.
