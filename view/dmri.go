@@ -88,8 +88,8 @@ type MapInfo struct {
 // NewDMRI prepares the explorer of scan with the network post (a b3s-like
 // family, see dmri.NewFitter). folder, if not empty, is a `prism dmri
 // fit` output folder on the same grid whose model_prob maps are shown at
-// start; otherwise the middle axial slice is fitted at set.Lambda.
-// source names the network in the page.
+// start; otherwise the three middle slices are fitted at set.Lambda
+// (the page opens on them). source names the network in the page.
 func NewDMRI(scan *dmri.Scan, post *posterior.Posterior, folder, source string, set DMRISettings) (*DMRI, error) {
 	if len(scan.Voxels) == 0 {
 		return nil, fmt.Errorf("view: %s: no voxel to fit in the mask", scan.Files.DWI)
