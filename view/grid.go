@@ -180,8 +180,12 @@ type RankedModel struct {
 	LogQ  float64 `json:"log_q"`
 	// Q is q(M | x, λ) = exp(LogQ), the network's probability of the
 	// model (not renormalised over the candidates).
-	Q      float64 `json:"q"`
-	IsTrue bool    `json:"is_true,omitempty"`
+	Q float64 `json:"q"`
+	// LogPrior is log p(M | λ), the family's mask prior (the λ-dependent
+	// part of the posterior); −1e300 for a model outside its support (a
+	// --candidates entry), as `prism select` writes it.
+	LogPrior float64 `json:"log_prior"`
+	IsTrue   bool    `json:"is_true,omitempty"`
 }
 
 // Inclusion is the posterior probability that one component is present.
@@ -247,7 +251,7 @@ func (g *Grid) Update(lambda float64, local []bool) (*Update, error) {
 		u.Mass += q
 		if i < g.set.Top {
 			key := family.MaskString(r.Mask)
-			u.Top = append(u.Top, RankedModel{Mask: key, Label: family.MaskLabel(g.fam, r.Mask), LogQ: r.LogQ, Q: q, IsTrue: key == truthKey})
+			u.Top = append(u.Top, RankedModel{Mask: key, Label: family.MaskLabel(g.fam, r.Mask), LogQ: r.LogQ, Q: q, LogPrior: max(r.LogPrior, -1e300), IsTrue: key == truthKey})
 		}
 	}
 	draws, err := g.post.SampleMasksSupported(obs, lambda, g.set.InclusionDraws, opt)

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -96,7 +97,7 @@ func TestGridUpdate(t *testing.T) {
 		t.Fatalf("%d models listed, want %d", len(u.Top), g.set.Top)
 	}
 	for i, r := range want[0] {
-		if u.Top[i].Mask != family.MaskString(r.Mask) || u.Top[i].LogQ != r.LogQ || u.Top[i].Q != math.Exp(r.LogQ) {
+		if u.Top[i].Mask != family.MaskString(r.Mask) || u.Top[i].LogQ != r.LogQ || u.Top[i].Q != math.Exp(r.LogQ) || u.Top[i].LogPrior != r.LogPrior {
 			t.Errorf("rank %d: %+v, TopK %s %v", i, u.Top[i], family.MaskString(r.Mask), r.LogQ)
 		}
 	}
@@ -158,6 +159,23 @@ func TestGridUpdate(t *testing.T) {
 		if ul.Band.Mean[j] != pb[0].Mean[j] || ul.Band.Lo[j] != pb[0].Lo[j] || ul.Band.Hi[j] != pb[0].Hi[j] {
 			t.Fatalf("local band point %d differs from posterior.Predict", j)
 		}
+	}
+	// A candidate outside the prior's support (zero prior) still
+	// serialises.
+	bad := make([]bool, len(f.Components()))
+	if !math.IsInf(f.MaskPrior().LogProb(bad, lambda), -1) {
+		t.Fatal("the empty mask is in lingauss-k6's support")
+	}
+	gb, err := NewGrid(p, obs, truth, [][]bool{bad, all[0]}, "sim", smallSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub, err := gb.Update(lambda, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(ub); err != nil {
+		t.Errorf("update with an unsupported candidate: %v", err)
 	}
 	if _, err := g.Update(1.5, nil); err == nil {
 		t.Error("λ = 1.5 accepted")

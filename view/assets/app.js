@@ -67,6 +67,9 @@ function renderTop(u) {
     const c = tr.insertCell();
     c.className = "num";
     c.textContent = m.q.toFixed(4);
+    const pr = tr.insertCell();
+    pr.className = "num";
+    pr.textContent = Math.exp(m.log_prior).toExponential(2);
     tr.title = "mask " + m.mask + ", log q = " + m.log_q.toFixed(4);
     tr.addEventListener("click", () => selectModel(m.mask, m.label));
   });
