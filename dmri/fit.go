@@ -261,16 +261,13 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 
 	// Model posterior: exact q(M | x, λ) of every model in the list.
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
-	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
-	if err != nil {
-		return nil, fmt.Errorf("dmri: model posterior: %w", err)
+	if err := ft.modelPosterior(obs, opt, b.ModelProb, b.ModelMass); err != nil {
+		return nil, err
 	}
 	masks := make([][][]bool, n)
 	mapMasks := make([][]bool, n)
 	for v := range n {
 		p := b.ModelProb[v*M : (v+1)*M]
-		mass := normalise(lq[v], p)
-		b.ModelMass[v] = float32(mass)
 		best := 0
 		for m := range p {
 			if p[m] > p[best] {
@@ -364,6 +361,44 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 	}
 	wg.Wait()
 	return b, nil
+}
+
+// ModelPosterior returns the model posterior of the voxels start …
+// start+n−1 of s (indices into s.Voxels): q(M | x, λ) of every model of
+// ft.Models renormalised over the list, prob[v*len(Models)+m], and the
+// list's mass before renormalising, mass[v]. These are FitBatch's
+// ModelProb and ModelMass without the parameter samples (the model
+// posterior draws no random numbers), e.g. to refit the model maps of a
+// slice at another λ.
+func (ft *Fitter) ModelPosterior(s *Scan, start, n int) (prob, mass []float32, err error) {
+	if start < 0 || n < 1 || start+n > len(s.Voxels) {
+		return nil, nil, fmt.Errorf("dmri: voxels [%d, %d) outside the %d voxels", start, start+n, len(s.Voxels))
+	}
+	N := s.Design.N
+	obs := make([]posterior.Observation, n)
+	for v := range obs {
+		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
+	}
+	prob, mass = make([]float32, n*len(ft.Models)), make([]float32, n)
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	if err := ft.modelPosterior(obs, opt, prob, mass); err != nil {
+		return nil, nil, err
+	}
+	return prob, mass, nil
+}
+
+// modelPosterior writes the renormalised q(M | x, λ) over the model list
+// of every observation into prob and the list's mass into mass.
+func (ft *Fitter) modelPosterior(obs []posterior.Observation, opt posterior.Options, prob, mass []float32) error {
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	if err != nil {
+		return fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	M := len(ft.masks)
+	for v := range obs {
+		mass[v] = float32(normalise(lq[v], prob[v*M:(v+1)*M]))
+	}
+	return nil
 }
 
 // normalise writes exp(lq) / Σ exp(lq) into p and returns Σ exp(lq).
