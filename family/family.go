@@ -169,6 +169,13 @@ type TableDesigner interface {
 	DesignFromTable(bvalPath, bvecPath string) (Design, error)
 }
 
+// DesignChecker is implemented by families that can tell a design given by
+// the user (a file, a JSON observation) from one that cannot inform the
+// model, such as a diffusion table without diffusion weighting.
+type DesignChecker interface {
+	CheckDesign(d Design) error
+}
+
 // FixedDesign is a DesignSampler that always returns the same design.
 type FixedDesign Design
 
