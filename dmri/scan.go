@@ -24,7 +24,7 @@ const (
 // b0 of the mask, is a corrupt value (1e30 written for a dropout, an
 // overflow), not tissue.
 const (
-	MaxSignalRatio = 100.0
+	MaxSignalRatio = fdmri.MaxSignalRatio
 	MaxB0Ratio     = 1000.0
 )
 

@@ -176,6 +176,14 @@ type DesignChecker interface {
 	CheckDesign(d Design) error
 }
 
+// ObservationChecker is implemented by families that can tell values no
+// instance of the model could produce (a dMRI signal a hundred times its
+// b = 0 value) from real data, so that readers refuse them instead of
+// fitting them.
+type ObservationChecker interface {
+	CheckObservation(d Design, x []float64) error
+}
+
 // FixedDesign is a DesignSampler that always returns the same design.
 type FixedDesign Design
 

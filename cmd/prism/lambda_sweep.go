@@ -92,8 +92,8 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 			rs := disc[l][i]
 			lj := lineJSON{Index: i, Lambda: lam, Mean: mean, Median: quantileSorted(a, 0.5),
 				Lo: quantileSorted(a, 0.05), Hi: quantileSorted(a, 0.95), Top: toRankedJSON(f, rs[:min(*top, len(rs))])}
-			if in[i].truth != nil {
-				lj.TrueMask = family.MaskString(in[i].truth)
+			if in[i].Truth != nil {
+				lj.TrueMask = family.MaskString(in[i].Truth)
 			}
 			lines = append(lines, lj)
 		}

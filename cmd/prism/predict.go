@@ -71,7 +71,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	for i := range min(len(in), maxPlots) {
-		d := in[i].obs.Design
+		d := in[i].Obs.Design
 		x := make([]float64, d.N)
 		xlabel := "measurement"
 		for j := range x {
@@ -83,7 +83,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		}
 		b := bands[i]
 		path := filepath.Join(*of.plotDir, fmt.Sprintf("predict-%04d.png", i))
-		err := plot.PredictiveBand(path, plot.Points{X: x, Y: in[i].obs.X},
+		err := plot.PredictiveBand(path, plot.Points{X: x, Y: in[i].Obs.X},
 			[]plot.Band{{Name: kind + " predictive (95 %)", X: x, Mean: b.Mean, Lo: b.Lo, Hi: b.Hi}},
 			plot.Options{Title: fmt.Sprintf("observation %d", i), XLabel: xlabel, YLabel: "y"})
 		if err != nil {

@@ -71,8 +71,8 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	lines := make([]any, len(in))
 	for i := range in {
 		l := lineJSON{Index: i, Lambda: *lambda, Top: toRankedJSON(f, top2[i])}
-		if in[i].truth != nil {
-			l.TrueMask = family.MaskString(in[i].truth)
+		if in[i].Truth != nil {
+			l.TrueMask = family.MaskString(in[i].Truth)
 		}
 		if disc != nil {
 			m := toRankedJSON(f, disc[i][:1])[0]

@@ -131,3 +131,20 @@ func dyadicRatio(g [][3]float64) float64 {
 
 // CheckDesign implements family.DesignChecker with the package function.
 func (m *Model) CheckDesign(d family.Design) error { return CheckDesign(d) }
+
+// MaxSignalRatio bounds a plausible b0-normalised signal |S/S0|:
+// diffusion only attenuates, so S/S0 stays near or below 1 up to noise;
+// values a hundred times larger are corrupt (a dropout written as 1e30,
+// an overflow), not tissue.
+const MaxSignalRatio = 100.0
+
+// CheckObservation implements family.ObservationChecker: every value of
+// the (b0-normalised) signal x must be finite with |x| ≤ MaxSignalRatio.
+func (m *Model) CheckObservation(d family.Design, x []float64) error {
+	for k, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxSignalRatio {
+			return fmt.Errorf("x[%d] = %v: a normalised diffusion signal must be finite with |S/S0| ≤ %v", k, v, MaxSignalRatio)
+		}
+	}
+	return nil
+}
