@@ -255,6 +255,16 @@ func (p *Posterior) checkMask(m []bool) error {
 	return nil
 }
 
+// checkSupported refuses a user-given model outside the family's prior
+// support (family.CheckMask): its evidence proxy would be +Inf and its
+// parameters meaningless.
+func (p *Posterior) checkSupported(m []bool) error {
+	if err := family.CheckMask(p.fam, m); err != nil {
+		return fmt.Errorf("posterior: %w", err)
+	}
+	return nil
+}
+
 // Active returns the active latent dimensions of θ under mask.
 func (p *Posterior) Active(mask []bool) []bool {
 	a := make([]bool, p.dmax)

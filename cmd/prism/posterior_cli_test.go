@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
 )
 

@@ -38,7 +38,10 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	po := posterior.PredictOptions{SampleOptions: of.sampleOptions(), Lambda: *lambda, Samples: *samples, Noise: *noise}
 	kind := "global"
 	if *local != "" {
-		if po.Mask, err = family.ParseMask(*local, len(f.Components())); err != nil {
+		if po.Mask, err = family.ParseMask(*local, len(f.Components())); err == nil {
+			err = family.CheckMask(f, po.Mask)
+		}
+		if err != nil {
 			return fmt.Errorf("--local: %w", err)
 		}
 		kind = "local"

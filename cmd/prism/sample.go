@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -100,13 +100,16 @@ func observations(in []input) []posterior.Observation {
 	return o
 }
 
-// rankedJSON is one ranked model in the output.
+// rankedJSON is one ranked model in the output. A mask outside the
+// prior's support (a network can leak a little mass to one) has no
+// log_prior or evidence_proxy and "outside_prior": true.
 type rankedJSON struct {
 	Mask          string   `json:"mask"`
 	Models        []string `json:"models"`
 	LogQ          float64  `json:"log_q"`
-	LogPrior      float64  `json:"log_prior"`
-	EvidenceProxy float64  `json:"evidence_proxy"`
+	LogPrior      *float64 `json:"log_prior,omitempty"`
+	EvidenceProxy *float64 `json:"evidence_proxy,omitempty"`
+	OutsidePrior  bool     `json:"outside_prior,omitempty"`
 	Count         int      `json:"count,omitempty"`
 	Frequency     float64  `json:"frequency,omitempty"`
 }
@@ -115,7 +118,11 @@ func toRankedJSON(f family.Family, rs []posterior.Ranked) []rankedJSON {
 	out := make([]rankedJSON, len(rs))
 	for i, r := range rs {
 		out[i] = rankedJSON{Mask: family.MaskString(r.Mask), Models: componentNames(f, r.Mask), LogQ: r.LogQ,
-			LogPrior: finiteOr(r.LogPrior), EvidenceProxy: finiteOr(r.EvidenceProxy), Count: r.Count, Frequency: r.Frequency}
+			OutsidePrior: r.Outside, Count: r.Count, Frequency: r.Frequency}
+		if !r.Outside {
+			lp, ev := r.LogPrior, r.EvidenceProxy
+			out[i].LogPrior, out[i].EvidenceProxy = &lp, &ev
+		}
 	}
 	return out
 }
@@ -131,28 +138,19 @@ func componentNames(f family.Family, m []bool) []string {
 	return s
 }
 
-// finiteOr maps ±Inf (impossible masks under the prior) to ±1e300 so that
-// the JSON stays valid.
-func finiteOr(v float64) float64 {
-	switch {
-	case math.IsInf(v, 1):
-		return 1e300
-	case math.IsInf(v, -1):
-		return -1e300
-	}
-	return v
-}
-
-// writeJSONLines writes one JSON value per line to stdout.
+// writeJSONLines writes one JSON value per line to w. Every value is
+// encoded before anything is written, so that a value that cannot be
+// encoded (a NaN) leaves no partial output; the error names its line.
 func writeJSONLines(w io.Writer, vals []any) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, v := range vals {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i, v := range vals {
 		if err := enc.Encode(v); err != nil {
-			return err
+			return fmt.Errorf("output line %d of %d: %w; nothing was written", i+1, len(vals), err)
 		}
 	}
-	return bw.Flush()
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // maxPlots bounds the number of per-observation figures.

@@ -48,7 +48,7 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	var cands [][]bool
 	var disc [][]posterior.Ranked
 	if *candidates != "" {
-		if cands, err = readMasks(*candidates, len(f.Components())); err != nil {
+		if cands, err = readMasks(*candidates, f); err != nil {
 			return fmt.Errorf("--candidates: %w", err)
 		}
 	} else {
@@ -96,8 +96,8 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 }
 
 // readMasks reads one 0/1 mask string per line (blank lines and # comments
-// skipped).
-func readMasks(path string, c int) ([][]bool, error) {
+// skipped); masks that are not models of f (family.CheckMask) are errors.
+func readMasks(path string, f family.Family) ([][]bool, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,10 @@ func readMasks(path string, c int) ([][]bool, error) {
 		if s == "" || s[0] == '#' {
 			continue
 		}
-		m, err := family.ParseMask(s, c)
+		m, err := family.ParseMask(s, len(f.Components()))
+		if err == nil {
+			err = family.CheckMask(f, m)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
