@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/mcmc"
 )
 
@@ -106,6 +107,11 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	info := dmri.NewRunInfo("prism dmri mcmc", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings, info.Workers = s, *workers

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 )
 
 // fitRunSettings are the settings recorded in run.json (and, without the
@@ -64,7 +65,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
-	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
+	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,7 +115,12 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if err := dmri.PrepareOutput(*out, *fresh); err != nil {
 		return err
 	}
 	st, err := dmri.OpenFitState(filepath.Join(*out, dmri.StateFile), key, fitter.Shape(), *fresh)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"io"
 	"math"
 	"strconv"
@@ -79,6 +80,11 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if err := rep.WriteDir(*out); err != nil {
 		return err
 	}
