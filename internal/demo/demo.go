@@ -29,8 +29,8 @@ import (
 
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmri"
-	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/models"
 )
 
