@@ -307,3 +307,18 @@ func streamSeed(seed, tag, obs, sample uint64) (uint64, uint64) {
 	s := splitmix64(splitmix64(splitmix64(seed^tag)^obs) ^ sample)
 	return s, splitmix64(s)
 }
+
+// Memory estimates, in bytes, for checking a requested size against the
+// available memory before allocating (internal/memlimit). They are peak
+// resident-memory growth per unit measured with `prism sample` on the
+// lingauss-k6 test network (60 B per mask draw with C = 7; 2.7 kB per
+// joint sample), rounded up and scaled with C and the latent dimension.
+
+// MaskDrawBytes is the memory of one mask drawn for one observation
+// (SampleMasks, Discover): the mask, its slice header, log q and the
+// ranking's key.
+func (p *Posterior) MaskDrawBytes() float64 { return 64 + 2*float64(p.c) }
+
+// JointSampleBytes is the memory of one joint sample (mask and θ) for one
+// observation (SampleJoint, Predict), including its natural-unit copy.
+func (p *Posterior) JointSampleBytes() float64 { return 4096 + 64*float64(p.dmax) }

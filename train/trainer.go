@@ -125,6 +125,10 @@ func New(cfg Config, dir string, opts Options) (_ *Trainer, err error) {
 		return nil, err
 	}
 	t.lock = lock
+	if err := t.checkMemory(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	var initStep int64
 	if cfg.InitFrom != "" {
 		if initStep, err = t.initFrom(cfg.InitFrom); err != nil {
@@ -246,6 +250,10 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, er
 		return nil, err
 	}
 	t.lock = lock
+	if err := t.checkMemory(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("train: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/mcmc"
 )
 
@@ -106,6 +107,12 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	scan, err := dmri.LoadScan(files)
 	if err != nil {
 		return err
+	}
+	// The samples of every voxel are kept: (3 per stick + d, d_std, S0)
+	// float32 values, counted twice for the chains' own copies.
+	perSample := 2 * 4 * float64(3*s.Fibres+3) * float64(len(scan.Voxels))
+	if err := memlimit.Check("--jumps/--sample-every: samples per voxel", int64(s.Samples()), 200e6, perSample, memlimit.Available()); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
 	}
 	lock, err := dirlock.Acquire(*out)
 	if err != nil {

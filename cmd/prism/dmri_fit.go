@@ -21,6 +21,7 @@ import (
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 )
 
 // fitRunSettings are the settings recorded in run.json (and, without the
@@ -97,6 +98,15 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	loadTime := time.Since(start).Seconds()
 	if len(scan.Voxels) == 0 {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
+	}
+	// The sizes must fit in memory (estimate: dmri.FitBaseBytes etc.).
+	avail := memlimit.Available()
+	vox, nm := float64(len(scan.Voxels)), float64(scan.Design.N)
+	if err := memlimit.Check("--samples", int64(s.Samples), dmri.FitBaseBytes+dmri.FitBatchBytes*float64(s.BatchSize)*nm, dmri.FitSampleBytes*vox, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
+	if err := memlimit.Check("--batch", int64(s.BatchSize), dmri.FitBaseBytes+dmri.FitSampleBytes*vox*float64(s.Samples), dmri.FitBatchBytes*nm, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
 	}
 	ckStart := time.Now()
 	post, err := net.load()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -32,6 +33,9 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	}
 	p, in, err := of.load()
 	if err != nil {
+		return err
+	}
+	if err := memlimit.Check("--samples", int64(*samples), 0, float64(len(in))*p.JointSampleBytes(), memlimit.Available()); err != nil {
 		return err
 	}
 	f := p.Family()

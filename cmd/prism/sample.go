@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
@@ -174,6 +175,13 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	}
 	p, in, err := of.load()
 	if err != nil {
+		return err
+	}
+	avail := memlimit.Available()
+	if err := memlimit.Check("--models", int64(*models), 0, float64(len(in))*p.MaskDrawBytes(), avail); err != nil {
+		return err
+	}
+	if err := memlimit.Check("--params", int64(*params), float64(len(in))*float64(*models)*p.MaskDrawBytes(), float64(len(in))*p.JointSampleBytes(), avail); err != nil {
 		return err
 	}
 	f := p.Family()

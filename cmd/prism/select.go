@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -40,6 +41,9 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	}
 	p, in, err := of.load()
 	if err != nil {
+		return err
+	}
+	if err := memlimit.Check("--discover", int64(*discover), 0, float64(len(in))*p.MaskDrawBytes(), memlimit.Available()); err != nil {
 		return err
 	}
 	f := p.Family()
