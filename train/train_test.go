@@ -14,10 +14,10 @@ import (
 
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/internal/dirlock"
 	_ "github.com/prismsbi/prism/family/dmri"
 	_ "github.com/prismsbi/prism/family/lingauss"
 	_ "github.com/prismsbi/prism/family/symbolic"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/network"
 )
 
