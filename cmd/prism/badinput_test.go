@@ -182,6 +182,9 @@ func TestIssue22BadInput(t *testing.T) {
 	fracCfg := writeText(t, filepath.Join(dir, "frac.yaml"), "family: lingauss-k6\nsteps: 5.7\n")
 	cases = append(cases,
 		badCase{"sample --models 2000000000", []string{"sample", "--checkpoint", testNet, "--from-simulate", sim, "--models", "2000000000"}, []string{"--models 2000000000 needs about", "the largest value that fits is about"}, nil},
+		badCase{"lambda-sweep --models 2000000000", []string{"lambda-sweep", "--checkpoint", testNet, "--from-simulate", sim, "--models", "2000000000"}, []string{"--models 2000000000 needs about", "the largest value that fits is about"}, nil},
+		badCase{"select --discover 2000000000", []string{"select", "--checkpoint", testNet, "--from-simulate", sim, "--lambda", "0.5", "--discover", "2000000000"}, []string{"--discover 2000000000 needs about"}, nil},
+		badCase{"predict --samples 2000000000", []string{"predict", "--checkpoint", testNet, "--from-simulate", sim, "--samples", "2000000000"}, []string{"--samples 2000000000 needs about"}, nil},
 		badCase{"dmri fit --samples 100000000", append(append([]string{"dmri", "fit", "--model", "b3s"}, scan...), "--samples", "100000000", "--out", filepath.Join(dir, "fit-big")), []string{"--samples 100000000 needs about", "the largest value that fits is about"}, []string{filepath.Join(dir, "fit-big")}},
 		badCase{"train batch_size: 100000000", []string{"train", "--config", bigCfg, "--out", filepath.Join(dir, "train-big")}, []string{"batch_size 100000000 needs about", "the largest value that fits is about"}, []string{filepath.Join(dir, "train-big")}},
 		badCase{"train steps: 5.7", []string{"train", "--config", fracCfg, "--out", filepath.Join(dir, "train-frac")}, []string{"line 2: steps: 5.7 is not an integer"}, []string{filepath.Join(dir, "train-frac")}},
