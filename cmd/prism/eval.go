@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"io"
 	"math"
 	"strconv"
@@ -59,6 +60,13 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	p, err := net.load()
 	if err != nil {
+		return err
+	}
+	// Each test observation keeps its mask draws and parameter samples
+	// (measured with lingauss-k6 at the defaults: 336 kB per observation
+	// of peak resident memory; this estimate gives 512 kB).
+	perObs := float64(*maskS)*p.MaskDrawBytes() + float64(*thetaS)*p.JointSampleBytes()
+	if err := memlimit.Check("--n", int64(*n), 0, perObs, memlimit.Available()); err != nil {
 		return err
 	}
 	cfg := eval.Config{N: *n, Seed: *seed, Lambda: lam, MaskSamples: *maskS, ThetaSamples: *thetaS,
