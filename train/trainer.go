@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/prismsbi/prism/internal/dirlock"
 	"io"
 	"io/fs"
 	"math"
@@ -19,6 +18,7 @@ import (
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/network"
 )
 

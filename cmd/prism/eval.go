@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/prismsbi/prism/internal/dirlock"
-	"github.com/prismsbi/prism/internal/memlimit"
 	"io"
 	"math"
 	"strconv"
 
 	"github.com/prismsbi/prism/eval"
+	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/posterior"
 )
 

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/prismsbi/prism/family"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/prismsbi/prism/family"
 )
 
 // Limits of CheckDesign.
