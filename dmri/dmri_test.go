@@ -470,3 +470,53 @@ func TestLoadScanSkipsImplausible(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareRefusesOtherGrid: two output folders (or a folder and a DTI
+// folder) whose images have the same matrix but another geometry are not
+// compared voxel by voxel.
+func TestCompareRefusesOtherGrid(t *testing.T) {
+	dir := t.TempDir()
+	s, err := LoadScan(writeSynthetic(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := NewPosterior(s.Voxels, 1, 2)
+	for i := range p.F[0] {
+		p.F[0][i], p.Theta[0][i], p.D[i] = 0.5, 0.3, 1e-3
+	}
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := WriteBedpostX(a, s.Ref, s.Mask, p); err != nil {
+		t.Fatal(err)
+	}
+	shifted := *s.Ref
+	shifted.SetSform(nifti.Mat4{{1, 0, 0, 50}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}, 1)
+	if err := WriteBedpostX(b, &shifted, s.Mask, p); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := ReadBedpostX(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := ReadBedpostX(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compare(fa, fb); err == nil || !strings.Contains(err.Error(), "not on the grid") || !strings.Contains(err.Error(), "50 mm") {
+		t.Errorf("Compare across grids: err = %v", err)
+	}
+	// A DTI folder on the shifted grid.
+	dti := filepath.Join(dir, "dti")
+	os.MkdirAll(dti, 0o755)
+	for name, vols := range map[string]int{"dti_V1": 3, "dti_FA": 1} {
+		v, err := nifti.NewLike(&shifted, nifti.Float32, 6, 5, 4, vols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nifti.Write(filepath.Join(dti, name+".nii.gz"), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := CompareDTI(fa, dti, 0.5); err == nil || !strings.Contains(err.Error(), "not on the grid") {
+		t.Errorf("CompareDTI across grids: err = %v", err)
+	}
+}
