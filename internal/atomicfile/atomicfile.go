@@ -20,7 +20,8 @@ var pending struct {
 	files map[string]struct{}
 }
 
-// Track registers path as a temporary file to be removed by RemovePending
+// Track registers path as a temporary file (or directory) to be removed by
+// RemovePending
 // and returns the function that unregisters it (call it once the file is
 // renamed or removed). Write tracks its own temporary files; other code
 // writing temporaries can use Track too.
@@ -47,7 +48,7 @@ func RemovePending() int {
 	defer pending.Unlock()
 	n := 0
 	for p := range pending.files {
-		if os.Remove(p) == nil {
+		if _, err := os.Lstat(p); err == nil && os.RemoveAll(p) == nil {
 			n++
 		}
 		delete(pending.files, p)
