@@ -156,7 +156,7 @@ func saveCheckpoint(dir string, cfg *Config, st *State, params []safetensors.Ten
 	if err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
-	defer os.RemoveAll(tmp) // no-op after the rename
+	defer os.RemoveAll(tmp)       // no-op after the rename
 	defer atomicfile.Track(tmp)() // removed if the process is stopped by a signal
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
