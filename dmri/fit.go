@@ -438,3 +438,19 @@ func drawCategorical(r *rand.Rand, p []float32) int {
 
 // errStateMismatch reports a state file from another run.
 var errStateMismatch = errors.New("dmri: the partial state in the output folder belongs to a different run")
+
+// Memory estimate of a fit (Fitter.Fit, then WriteFit), for checking the
+// requested sizes before allocating (internal/memlimit): FitBaseBytes,
+// plus FitBatchBytes per voxel of a batch and measurement, plus
+// FitSampleBytes per fitted voxel and sample. Measured peak resident
+// memory of `prism dmri fit --model b3s` on the 2,218 voxels of the
+// mrtrix3-msmt-slab scan (102 volumes): 1.14 GB with batches of 256
+// voxels and 16 samples, 1.22 GB with 160 samples, 0.27 GB with batches
+// of 8 voxels and 160 samples; hence about 37 kB per batch voxel and
+// measurement (encoder and sampler activations) and 260 B per voxel and
+// sample (the samples kept for all voxels); the constants round these up.
+const (
+	FitBaseBytes   = 300e6
+	FitBatchBytes  = 40e3
+	FitSampleBytes = 300
+)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 )
 
 // fitRunSettings are the settings recorded in run.json (and, without the
@@ -64,7 +66,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
-	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
+	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,6 +99,15 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if len(scan.Voxels) == 0 {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
 	}
+	// The sizes must fit in memory (estimate: dmri.FitBaseBytes etc.).
+	avail := memlimit.Available()
+	vox, nm := float64(len(scan.Voxels)), float64(scan.Design.N)
+	if err := memlimit.Check("--samples", int64(s.Samples), dmri.FitBaseBytes+dmri.FitBatchBytes*float64(s.BatchSize)*nm, dmri.FitSampleBytes*vox, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
+	if err := memlimit.Check("--batch", int64(s.BatchSize), dmri.FitBaseBytes+dmri.FitSampleBytes*vox*float64(s.Samples), dmri.FitBatchBytes*nm, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
 	ckStart := time.Now()
 	post, err := net.load()
 	if err != nil {
@@ -114,7 +125,12 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if err := dmri.PrepareOutput(*out, *fresh); err != nil {
 		return err
 	}
 	st, err := dmri.OpenFitState(filepath.Join(*out, dmri.StateFile), key, fitter.Shape(), *fresh)

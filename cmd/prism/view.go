@@ -8,11 +8,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
 	"github.com/prismsbi/prism/view"
 )
@@ -140,7 +140,7 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 	}
 	var cands [][]bool
 	if candPath != "" {
-		if cands, err = readMasks(candPath, len(f.Components())); err != nil {
+		if cands, err = readMasks(candPath, f); err != nil {
 			return nil, nil, fmt.Errorf("--candidates: %w", err)
 		}
 	}
@@ -157,20 +157,14 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 // formats of `prism select --obs`.
 func readOneObservation(path string, index int, f family.Family) (posterior.Observation, []bool, error) {
 	design := func() (family.Design, error) { return view.FixedDesign(f) }
-	var in []input
-	var err error
-	if strings.HasSuffix(strings.ToLower(path), ".csv") {
-		in, err = readCSV(path, design)
-	} else {
-		in, err = readJSONObs(path, f, design)
-	}
+	in, err := obsfile.Read(path, f, design)
 	if err != nil {
 		return posterior.Observation{}, nil, fmt.Errorf("--obs: %w", err)
 	}
 	if index >= len(in) {
 		return posterior.Observation{}, nil, fmt.Errorf("--obs: %s holds %d observations, --index %d is past its end", path, len(in), index)
 	}
-	return in[index].obs, in[index].truth, nil
+	return in[index].Obs, in[index].Truth, nil
 }
 
 // loadDMRIView loads the scan (from the flags, or the fit folder's

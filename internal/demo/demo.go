@@ -30,6 +30,7 @@ import (
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/models"
 )
 
@@ -150,6 +151,13 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	nz, err := scanSlices()
+	if err != nil {
+		return nil, fmt.Errorf("demo: bundled scan: %w", err)
+	}
+	if c.Slices > nz {
+		return nil, fmt.Errorf("demo: %d slices asked for, the bundled scan has %d; give at most %d (0: the whole brain)", c.Slices, nz, nz)
+	}
 	logf := func(format string, a ...any) {
 		if c.Log != nil {
 			fmt.Fprintf(c.Log, "demo: "+format+"\n", a...)
@@ -166,6 +174,11 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		s.Stages[name] = Stage{Wall: time.Since(t).Seconds(), CPU: cpuSeconds() - cp}
 		return nil
 	}
+	lock, err := dirlock.Acquire(c.Out)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	defer lock.Release()
 	for _, d := range []string{dataDir, dmriDir, symbolicDir, figuresDir} {
 		if err := os.MkdirAll(filepath.Join(c.Out, d), 0o755); err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
@@ -182,7 +195,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := data.CopyTo(filepath.Join(c.Out, dataDir)); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	err := stage("dmri", func() (err error) {
+	err = stage("dmri", func() (err error) {
 		s.DMRI, err = runDMRI(ctx, c, logf)
 		return err
 	})
