@@ -102,7 +102,6 @@ type gemmArgs struct {
 // OpenBLAS.
 var ownGemm = true
 
-
 // ownGemmFits says whether the own kernel (pk_sgemm_ep) takes the product.
 // Products with a row-major A (the forward and the input gradients, where
 // row i of C depends on row i of A only) take it at every m, for k and n
