@@ -119,9 +119,11 @@ func newGrid(mu *sync.Mutex, p *posterior.Posterior, obs posterior.Observation, 
 			return nil, err
 		}
 	}
-	for _, m := range candidates {
-		if len(m) != len(f.Components()) {
-			return nil, fmt.Errorf("view: candidate mask of %d entries for the %d components of %s", len(m), len(f.Components()), f.Name())
+	for i, m := range candidates {
+		// Candidates outside the prior's support are refused, as by
+		// prism select (their posterior probability is zero).
+		if err := family.CheckMask(f, m); err != nil {
+			return nil, fmt.Errorf("view: %s: candidate %d: %w", name, i+1, err)
 		}
 	}
 	if len(candidates) == 0 {

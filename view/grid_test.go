@@ -1,7 +1,6 @@
 package view
 
 import (
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -160,22 +159,15 @@ func TestGridUpdate(t *testing.T) {
 			t.Fatalf("local band point %d differs from posterior.Predict", j)
 		}
 	}
-	// A candidate outside the prior's support (zero prior) still
-	// serialises.
+	// A candidate outside the prior's support (zero prior) is refused with
+	// an error naming it, as by prism select.
 	bad := make([]bool, len(f.Components()))
 	if !math.IsInf(f.MaskPrior().LogProb(bad, lambda), -1) {
 		t.Fatal("the empty mask is in lingauss-k6's support")
 	}
-	gb, err := NewGrid(p, obs, truth, [][]bool{bad, all[0]}, "sim", smallSettings())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ub, err := gb.Update(lambda, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := json.Marshal(ub); err != nil {
-		t.Errorf("update with an unsupported candidate: %v", err)
+	if _, err := NewGrid(p, obs, truth, [][]bool{all[0], bad}, "sim", smallSettings()); err == nil ||
+		!strings.Contains(err.Error(), "candidate 2") || !strings.Contains(err.Error(), family.MaskString(bad)) {
+		t.Errorf("a candidate outside the support: err = %v, want one naming candidate 2 and its mask", err)
 	}
 	if _, err := g.Update(1.5, nil); err == nil {
 		t.Error("λ = 1.5 accepted")
