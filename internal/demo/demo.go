@@ -29,6 +29,7 @@ import (
 
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/models"
@@ -126,6 +127,7 @@ type Stage struct {
 // Summary is what summary.json records, and what the report shows.
 type Summary struct {
 	GoVersion string                 `json:"go_version"`
+	Kernels   string                 `json:"kernels"` // the engine's kernel path
 	Workers   int                    `json:"workers"`
 	Started   string                 `json:"started"`
 	Models    map[string]models.Info `json:"models"`
@@ -164,7 +166,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		}
 	}
 	start, cpu0 := time.Now(), cpuSeconds()
-	s := &Summary{GoVersion: runtime.Version(), Workers: runtime.GOMAXPROCS(0), Started: start.UTC().Format(time.RFC3339),
+	s := &Summary{GoVersion: runtime.Version(), Kernels: kernels.Path(), Workers: runtime.GOMAXPROCS(0), Started: start.UTC().Format(time.RFC3339),
 		Models: map[string]models.Info{}, Stages: map[string]Stage{}}
 	stage := func(name string, f func() error) error {
 		t, cp := time.Now(), cpuSeconds()
