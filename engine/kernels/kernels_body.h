@@ -2314,9 +2314,27 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 	for (long p0 = 0; p0 < k; p0 += KB) {
 		const long kc = k - p0 < KB ? k - p0 : KB;
 		const int first = p0 == 0, last = p0 + kc >= k;
-		for (long t = 0; t < mt; t++) {
-			const long i0 = t * PK_GMR;
-			pk_gpack_a(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, p0, a + i0 * ra, ra, ca, apk + t * PK_GMR * KB);
+		if (ra == 1) {
+			// Transposed A (weight gradients): step p's m values are one
+			// contiguous row; read each row once and deal it out to the
+			// tiles (per tile, 24-byte pieces of every row missed L1).
+			for (long p = 0; p < kc; p++) {
+				const float *src = a + (p0 + p) * ca;
+				for (long t = 0; t < mt; t++) {
+					const long i0 = t * PK_GMR, mr = m - i0 < PK_GMR ? m - i0 : PK_GMR;
+					float *dst = apk + t * PK_GMR * KB + PK_GMR * p;
+					if (mr == PK_GMR) {
+						memcpy(dst, src + i0, PK_GMR * sizeof(float));
+						continue;
+					}
+					for (long r = 0; r < PK_GMR; r++) dst[r] = r < mr ? src[i0 + r] : 0.0f;
+				}
+			}
+		} else {
+			for (long t = 0; t < mt; t++) {
+				const long i0 = t * PK_GMR;
+				pk_gpack_a(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, p0, a + i0 * ra, ra, ca, apk + t * PK_GMR * KB);
+			}
 		}
 		for (long j0 = 0; j0 < n; j0 += PK_GNR) {
 			pk_gpack_b(kc, p0, j0, n, b, ldb, transb, bpk);
