@@ -66,6 +66,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
 	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")
+	shards := fs.Int("shards", 0, "number of shards N for --shard auto in a Kubernetes Indexed Job (its completions)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,6 +115,10 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels)})
 	if err != nil {
 		return err
+	}
+	if *shard != "" {
+		return runFitShard(shardRun{spec: *shard, count: *shards, flags: fs, out: *out, fresh: *fresh, quiet: *quiet,
+			key: key, fitter: fitter, scan: scan}, stderr)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
