@@ -69,8 +69,10 @@ func Label(s, prefix string) string { return strings.TrimPrefix(strings.TrimSpac
 
 // Find lists the dwi series of the dataset at root, restricted to the
 // given participant and session labels (all when empty), in the order
-// of subject, session and name. Participants or sessions asked for but
-// absent, or without any dwi series, are returned as problems. root must
+// of subject, session and name. Participants asked for but absent,
+// participants without any dwi series, and sessions asked for
+// explicitly without one are returned as problems (a session with only
+// other data is not a problem when no session was asked for). root must
 // hold a dataset_description.json.
 func Find(root string, participants, sessions []string) ([]Series, []Problem, error) {
 	if _, err := os.Stat(filepath.Join(root, "dataset_description.json")); err != nil {
@@ -116,14 +118,20 @@ func Find(root string, participants, sessions []string) ([]Series, []Problem, er
 			if err != nil {
 				return nil, nil, err
 			}
-			if len(ss) == 0 {
+			if len(ss) == 0 && ses != "" && len(wantSes) > 0 {
 				problems = append(problems, Problem{Subject: sub, Session: ses, Reason: "no *_dwi.nii[.gz] in " + filepath.Join(root, rel)})
 			}
 			found += len(ss)
 			out = append(out, ss...)
 		}
-		if found == 0 && len(wantSes) > 0 {
-			problems = append(problems, Problem{Subject: sub, Reason: "none of the sessions " + strings.Join(wantSes, ", ") + " has a dwi series"})
+		switch {
+		case found > 0:
+		case len(wantSes) > 0:
+			if !slices.ContainsFunc(problems, func(p Problem) bool { return p.Subject == sub }) {
+				problems = append(problems, Problem{Subject: sub, Reason: "none of the sessions " + strings.Join(wantSes, ", ") + " has a dwi series"})
+			}
+		default:
+			problems = append(problems, Problem{Subject: sub, Reason: "no dwi series (*_dwi.nii[.gz]) in " + filepath.Join(root, sub)})
 		}
 	}
 	return out, problems, nil
