@@ -1,6 +1,8 @@
 package dmri
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,5 +68,36 @@ func TestShardFromEnv(t *testing.T) {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("want an error with %q, got %v, %v", c.err, sh, err)
 		}
+	}
+}
+
+// TestMergeShardsReportsMissing: a merge with parts missing fails naming
+// the shards that never started and those that are unfinished, and
+// writes no state.
+func TestMergeShardsReportsMissing(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ShardsDir), 0o755)
+	os.WriteFile(Shard{1, 3}.StatePath(dir), []byte(stateMagicLine+"k\n"), 0o644)
+	os.WriteFile(Shard{2, 3}.PartPath(dir), []byte(stateMagicLine+"k\n"), 0o644)
+	state := filepath.Join(dir, StateFile)
+	err := MergeShards(dir, state, []byte("k"), BatchShape{Samples: 1, Models: 1, Sticks: 1}, 10, 3)
+	if err == nil || !strings.Contains(err.Error(), "shard 0/3 not started") || !strings.Contains(err.Error(), "shard 1/3 unfinished") || strings.Contains(err.Error(), "2/3") {
+		t.Errorf("error %v", err)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Error("a state was written")
+	}
+}
+
+// TestReadShardPartRefuses a part of another fit and a truncated one.
+func TestReadShardPartRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.part")
+	os.WriteFile(path, []byte(stateMagicLine+"key\n"), 0o644)
+	sh := BatchShape{Samples: 1, Models: 1, Sticks: 1}
+	if _, err := ReadShardPart(path, []byte("other"), sh, 4); err == nil || !strings.Contains(err.Error(), "another fit") {
+		t.Errorf("other key: %v", err)
+	}
+	if _, err := ReadShardPart(path, []byte("key"), sh, 4); err == nil || !strings.Contains(err.Error(), "0 of 4 voxels") {
+		t.Errorf("empty part: %v", err)
 	}
 }

@@ -134,7 +134,7 @@ func runFitShard(r shardRun, stderr io.Writer) error {
 	start, cpu := time.Now(), cpuSeconds()
 	var progress func(int)
 	var bar *progressBar
-	if !r.quiet {
+	if !r.quiet && hi > lo {
 		bar = newProgressBar(stderr, isTerminal(stderr), "dmri fit shard "+sh.String(), hi-lo, st.Done, start)
 		progress = bar.update
 	}
