@@ -162,3 +162,37 @@ poll:
 		t.Errorf("run.json lists %d shards, want 4", len(info.Shards))
 	}
 }
+
+// TestDMRIFitShardErrors: a bad --shard, or --shard auto outside a job
+// array, fails naming the flag or the variables, and writes nothing.
+func TestDMRIFitShardErrors(t *testing.T) {
+	for _, v := range []string{"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "JOB_COMPLETION_INDEX"} {
+		t.Setenv(v, "")
+	}
+	dir := t.TempDir()
+	flags := cropBundled(t, dir, cropBlock{X0: 30, Y0: 30, Z0: 18, Nx: 4, Ny: 4, Nz: 1})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shard", "4/4"}, "0 ≤ I < N"},
+		{[]string{"--shard", "1of4"}, "want I/N"},
+		{[]string{"--shard", "1/4", "--shards", "3"}, "--shards 3"},
+		{[]string{"--shard", "auto"}, "SLURM_ARRAY_TASK_ID"},
+		{[]string{"--shard", "auto", "--shards", "4"}, "JOB_COMPLETION_INDEX"},
+	} {
+		out := filepath.Join(dir, "out")
+		args := append(append(append(append([]string{"dmri", "fit"}, flags...), shardFitArgs...), "--out", out), c.args...)
+		code, _, stderr := prism(args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q (want %q)", c.args, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: output folder created", c.args)
+			os.RemoveAll(out)
+		}
+	}
+	if code, _, stderr := prism("dmri", "merge", filepath.Join(dir, "nothing")); code == 0 || !strings.Contains(stderr, "no shard records") {
+		t.Errorf("merge of a folder without shards: exit %d, %q", code, stderr)
+	}
+}
