@@ -26,6 +26,11 @@
 //     an interrupted run continues; WriteFit adds model_prob,
 //     nfibres_prob, map_model, ess, pp_rmse and MRtrix-style peaks to the
 //     BedpostX layout.
+//   - Shard splits a fit into N deterministic parts for separate
+//     processes (Fitter.FitShard, --shard I/N or from a SLURM array or
+//     Kubernetes Indexed Job); MergeShards joins the finished parts into
+//     the whole-scan FitState, from which WriteFit writes exactly the
+//     unsharded fit's files (docs/cohorts.md).
 //   - Compare reads two output folders and summarises the agreement of
 //     dyads, fractions and fibre counts (JSON and PNG slice maps).
 //

@@ -68,6 +68,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")
+	shards := fs.Int("shards", 0, "number of shards N for --shard auto in a Kubernetes Indexed Job (its completions)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,6 +126,12 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels)})
 	if err != nil {
 		return err
+	}
+	if *shard != "" {
+		// Shards of one scan run concurrently into --out/shards, each with
+		// its own state file; the merge replays this command unsharded.
+		return runFitShard(shardRun{spec: *shard, count: *shards, flags: fs, out: *out, fresh: *fresh, quiet: *quiet,
+			key: key, fitter: fitter, scan: scan}, stderr)
 	}
 	lock, err := dirlock.Acquire(*out)
 	if err != nil {
