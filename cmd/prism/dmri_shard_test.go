@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/dmri"
-
 	"github.com/prismsbi/prism/internal/dirlock"
 )
 
