@@ -81,8 +81,10 @@ func (m Method) String() string {
 // DefaultSettings.
 type Settings struct {
 	Method Method
-	// Samples is the number of importance samples per model (IS).
-	Samples int
+	// Samples is the number of importance samples per model (IS);
+	// FinalSamples the number of the final importance-sampling stage of
+	// SMC.
+	Samples, FinalSamples int
 	// Particles is the number of particles of one SMC run, Replicates the
 	// number of independent runs per model (≥ 2: their spread gives the
 	// log-evidence standard error), Draws the number of draws of q the
@@ -104,10 +106,11 @@ type Settings struct {
 
 // DefaultSettings returns the defaults: IS with 512 samples; SMC with
 // 4 replicates of 128 particles, a reference from 64 draws of q, CESS
-// 0.5, 4 MALA moves per step and at most 100 steps; failure below a
+// 0.5, 4 MALA moves per step, at most 100 steps and a final stage of
+// 2048 importance samples; failure below a
 // normalised ESS of 0.05 or above a log-evidence standard error of 0.1.
 func DefaultSettings(m Method) Settings {
-	return Settings{Method: m, Samples: 512, Particles: 128, Replicates: 4, Draws: 64,
+	return Settings{Method: m, Samples: 512, FinalSamples: 2048, Particles: 128, Replicates: 4, Draws: 64,
 		Moves: 4, CESS: 0.5, MaxSteps: 100, MinESS: 0.05, MaxLogEvidenceSE: 0.1}
 }
 
@@ -115,6 +118,9 @@ func (s Settings) withDefaults() (Settings, error) {
 	d := DefaultSettings(s.Method)
 	if s.Samples == 0 {
 		s.Samples = d.Samples
+	}
+	if s.FinalSamples == 0 {
+		s.FinalSamples = d.FinalSamples
 	}
 	if s.Particles == 0 {
 		s.Particles = d.Particles
@@ -143,8 +149,8 @@ func (s Settings) withDefaults() (Settings, error) {
 	switch {
 	case s.Method != IS && s.Method != SMC:
 		return s, fmt.Errorf("correct: method %v has nothing to compute", s.Method)
-	case s.Samples < 2, s.Particles < 2, s.Draws < 2:
-		return s, fmt.Errorf("correct: need ≥ 2 samples, particles and draws (got %d, %d, %d)", s.Samples, s.Particles, s.Draws)
+	case s.Samples < 2, s.FinalSamples < 2, s.Particles < 2, s.Draws < 2:
+		return s, fmt.Errorf("correct: need ≥ 2 samples, final samples, particles and draws (got %d, %d, %d, %d)", s.Samples, s.FinalSamples, s.Particles, s.Draws)
 	case s.Replicates < 2:
 		return s, fmt.Errorf("correct: %d SMC replicates, need ≥ 2 for a standard error", s.Replicates)
 	case s.Moves < 0, s.MaxSteps < 1:
@@ -161,12 +167,16 @@ func (s Settings) withDefaults() (Settings, error) {
 type Result struct {
 	Mask []bool
 	// LogEvidence is the estimate of log p(x | M), LogEvidenceSE its
-	// standard error (delta method over the IS weights, or over the SMC
-	// replicates).
+	// delta-method standard error over the importance weights (IS, or
+	// SMC's final stage; SMC falls back to its replicates' estimate when
+	// the final stage's ESS is below MinESS).
 	LogEvidence, LogEvidenceSE float64
-	// ESS is the normalised effective sample size of Theta's weights (IS:
-	// of the importance weights; SMC: of the pooled final particles,
-	// which also falls when the replicates disagree).
+	// SMCLogEvidence and SMCLogEvidenceSE are the SMC replicates' own
+	// estimate (mean of their unbiased estimates of Z) and its delta-method
+	// standard error over the replicates (SMC only).
+	SMCLogEvidence, SMCLogEvidenceSE float64
+	// ESS is the normalised effective sample size of Theta's weights: the
+	// importance weights of IS or of SMC's final stage.
 	ESS float64
 	// Steps is the mean number of tempering steps of the SMC replicates,
 	// Accept their mean MALA acceptance rate (0 for IS).
@@ -373,22 +383,55 @@ func runAllSMC(p *posterior.Posterior, obs []posterior.Observation, cands func(i
 		}
 		// Z = mean of the replicates' unbiased estimates; the pooled
 		// particles are weighted by Ẑ_r × their weight within run r.
-		res.LogEvidence, res.LogEvidenceSE = posterior.LogMeanExp(logZ)
+		smcZ, smcSE := posterior.LogMeanExp(logZ)
+		res.LogEvidence, res.LogEvidenceSE = smcZ, smcSE
+		if math.IsInf(smcZ, -1) || math.IsNaN(smcZ) {
+			res.judge(s)
+			out[i][m] = res
+			return nil
+		}
+		var z [][]float64
+		var lw []float64
 		for r, run := range runs {
-			for j, z := range run.z {
-				res.Theta = append(res.Theta, t.theta(z))
-				res.LogW = append(res.LogW, run.logW[j]+logZ[r])
+			z = append(z, run.z...)
+			for j := range run.z {
+				lw = append(lw, run.logW[j]+logZ[r])
 			}
 		}
-		if !math.IsInf(res.LogEvidence, -1) {
+		normaliseLog(lw)
+		// Final importance-sampling stage with a proposal fitted to the
+		// particles: an unbiased estimate of Z given the particles, far
+		// more precise than the replicates' when the fit is good (it is
+		// used when its ESS passes MinESS). Its weighted samples are the
+		// result.
+		s1, s2 := jobSeed(s.Sample.Seed, s.Sample.Offset+uint64(i), mask, s.Replicates)
+		rng := rand.New(rand.NewPCG(s1, s2))
+		g := newProposal(z, lw, d, min(len(z), s.Draws), rng)
+		gs := g.kde.scratch()
+		xi := make([]float64, d)
+		res.Theta = make([][]float64, s.FinalSamples)
+		res.LogW = make([]float64, s.FinalSamples)
+		for j := range res.Theta {
+			zj := make([]float64, d)
+			g.sample(rng, zj, xi)
+			res.Theta[j] = t.theta(zj)
+			res.LogW[j] = t.logProb(zj, nil) - g.logProb(zj, gs)
+		}
+		res.ESS = posterior.ESS(res.LogW)
+		isZ, isSE := posterior.LogMeanExp(res.LogW)
+		if !math.IsInf(isZ, -1) {
 			normaliseLog(res.LogW)
-			res.ESS = essLog(res.LogW)
+		}
+		res.SMCLogEvidence, res.SMCLogEvidenceSE = smcZ, smcSE
+		if res.ESS >= s.MinESS && !math.IsInf(isZ, -1) {
+			res.LogEvidence, res.LogEvidenceSE = isZ, isSE
 		}
 		res.judge(s)
 		out[i][m] = res
 		return nil
 	})
 }
+
 
 // parallel runs job(0 … n−1) on GOMAXPROCS goroutines and returns the
 // first error.

@@ -129,3 +129,70 @@ func (r *reference) sample(rng *rand.Rand, z, xi []float64) {
 		z[a] += c[a]
 	}
 }
+
+// proposal is the final importance-sampling proposal of SMC, fitted to the
+// posterior particles: the defensive mixture ½ N(μ̂, Σ̂) + ½ r̂, where
+// μ̂, Σ̂ are the particles' weighted moments and r̂ the kernel mixture of
+// newReference on J particles drawn from them. The Gaussian half makes the
+// proposal nearly exact for unimodal, near-Gaussian posteriors; the
+// kernel half keeps several modes covered, and either half bounds the
+// weight p/g by twice its own ratio.
+type proposal struct {
+	d      int
+	mean   []float64
+	chol   []float64
+	logNrm float64
+	kde    *reference
+}
+
+func newProposal(z [][]float64, logW []float64, d, j int, rng *rand.Rand) *proposal {
+	w := make([]float64, len(z))
+	for i := range w {
+		w[i] = math.Exp(logW[i])
+	}
+	mean, cov := weightedCov(z, w, d)
+	g := &proposal{d: d, mean: mean, chol: cholesky(cov, d)}
+	g.logNrm = -0.5*float64(d)*math.Log(2*math.Pi) - logDiag(g.chol, d)
+	centres := make([][]float64, j)
+	u := rng.Float64() / float64(j)
+	c, k := w[0], 0
+	for i := range j {
+		for u > c && k < len(w)-1 {
+			k++
+			c += w[k]
+		}
+		centres[i] = z[k]
+		u += 1 / float64(j)
+	}
+	g.kde = newReference(centres, d)
+	return g
+}
+
+func (g *proposal) logProb(z []float64, s *refScratch) float64 {
+	for a := range g.d {
+		s.acc[a] = z[a] - g.mean[a]
+	}
+	forward(g.chol, g.d, s.acc, s.y)
+	q := 0.0
+	for a := range g.d {
+		q += s.y[a] * s.y[a]
+	}
+	lg := g.logNrm - 0.5*q
+	lk := g.kde.logProb(z, nil, s)
+	mx := math.Max(lg, lk)
+	return mx + math.Log(0.5*math.Exp(lg-mx)+0.5*math.Exp(lk-mx))
+}
+
+func (g *proposal) sample(rng *rand.Rand, z, xi []float64) {
+	if rng.IntN(2) == 0 {
+		g.kde.sample(rng, z, xi)
+		return
+	}
+	for a := range g.d {
+		xi[a] = rng.NormFloat64()
+	}
+	lowerMul(g.chol, g.d, xi, z)
+	for a := range g.d {
+		z[a] += g.mean[a]
+	}
+}
