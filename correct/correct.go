@@ -432,7 +432,6 @@ func runAllSMC(p *posterior.Posterior, obs []posterior.Observation, cands func(i
 	})
 }
 
-
 // parallel runs job(0 … n−1) on GOMAXPROCS goroutines and returns the
 // first error.
 func parallel(n int, job func(int) error) error {
