@@ -545,3 +545,44 @@ func DrawJoint(rng *rand.Rand, mp ModelPosterior, res []Result, n int) (masks []
 	})
 	return masks, theta
 }
+
+// Corrected is the corrected posterior of one observation over its
+// candidate models: the model posterior from the corrected evidence and
+// each model's weighted parameter samples.
+type Corrected struct {
+	ModelPosterior
+	Results []Result
+	s1, s2  uint64 // stream of Draw
+}
+
+// Correct corrects every observation over its candidate models (masks[i],
+// or masks[0] for all) and forms the model posterior at λ.
+func Correct(p *posterior.Posterior, obs []posterior.Observation, masks [][][]bool, lambda float64, s Settings) ([]Corrected, error) {
+	res, err := Evidence(p, obs, masks, s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Corrected, len(obs))
+	for i := range obs {
+		s1, s2 := jobSeed(s.Sample.Seed^0x64726177, s.Sample.Offset+uint64(i), nil, 0) // "draw"
+		out[i] = Corrected{ModelPosterior: Models(p.Family(), res[i], lambda), Results: res[i], s1: s1, s2: s2}
+	}
+	return out, nil
+}
+
+// Draw returns n joint samples (M, θ) from the corrected posterior; the
+// same call on the same result gives the same draws.
+func (c *Corrected) Draw(n int) (masks [][]bool, theta [][]float64) {
+	return DrawJoint(rand.New(rand.NewPCG(c.s1, c.s2)), c.ModelPosterior, c.Results, n)
+}
+
+// Best returns the index of the most probable candidate.
+func (c *Corrected) Best() int {
+	best := 0
+	for m, q := range c.Prob {
+		if q > c.Prob[best] {
+			best = m
+		}
+	}
+	return best
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prismsbi/prism/correct"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// TestCorrectFlag runs `select --correct smc` on the committed lingauss
+// network over 8 candidate models and checks the output against the
+// library (same settings, same numbers) and against the closed-form
+// evidence (within 5 reported SE + 0.02 for the models the output keeps);
+// sample and predict accept the flag and report the correction; a bad
+// value is refused with a non-zero exit.
+func TestCorrectFlag(t *testing.T) {
+	sim := simFile(t, 2)
+	cands := filepath.Join(t.TempDir(), "cands.txt")
+	var lines []string
+	var masks [][]bool
+	for _, idx := range []int{0, 1, 2, 3, 5, 9, 17, 33} {
+		m := lingauss.MaskFromIndex(idx)
+		masks = append(masks, m)
+		lines = append(lines, family.MaskString(m))
+	}
+	if err := os.WriteFile(cands, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := prism("select", "--checkpoint", testNet, "--from-simulate", sim, "--lambda", "0.5", "--candidates", cands,
+		"--top", "3", "--steps", "8", "--seed", "5", "--correct", "smc", "--correct-particles", "64")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	ls := jsonLines(t, out)
+	p, err := posterior.Load(testNet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := p.Family().(*lingauss.Family)
+	in, err := readJSONObs(sim, p.Family(), func() (family.Design, error) { return forwardDesign(p.Family(), "", "", "") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := correct.DefaultSettings(correct.SMC)
+	s.Particles = 64
+	s.Sample = posterior.SampleOptions{Options: posterior.Options{Seed: 5}, Steps: 8}
+	lib, err := correct.Correct(p, observations(in), [][][]bool{masks}, 0.5, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range ls {
+		c := l["correction"].(map[string]any)
+		if c["method"] != "smc" {
+			t.Fatalf("line %d: correction %v", i, c)
+		}
+		ms := c["models"].([]any)
+		if len(ms) != 3 {
+			t.Fatalf("line %d: %d corrected models, want --top 3", i, len(ms))
+		}
+		best := lib[i].Best()
+		m0 := ms[0].(map[string]any)
+		if m0["mask"] != family.MaskString(masks[best]) || m0["prob"].(float64) != lib[i].Prob[best] {
+			t.Errorf("line %d: first corrected model %v, library %s p = %v", i, m0, family.MaskString(masks[best]), lib[i].Prob[best])
+		}
+		for _, mm := range ms {
+			m := mm.(map[string]any)
+			mask, err := family.ParseMask(m["mask"].(string), lingauss.K+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exact := lf.LogEvidence(in[i].obs.X, mask)
+			if d := math.Abs(m["log_evidence"].(float64) - exact); d > 5*m["log_evidence_se"].(float64)+0.02 {
+				t.Errorf("line %d model %s: log evidence %v, exact %v", i, m["mask"], m["log_evidence"], exact)
+			}
+		}
+	}
+	if code, out, errs := prism("sample", "--checkpoint", testNet, "--from-simulate", sim, "--models", "100", "--params", "10",
+		"--steps", "8", "--correct", "is", "--correct-samples", "64"); code != 0 || !strings.Contains(out, `"correction":{"method":"is"`) {
+		t.Errorf("sample --correct is: exit %d, %s", code, errs)
+	}
+	if code, out, errs := prism("predict", "--checkpoint", testNet, "--from-simulate", sim, "--local", lines[3], "--samples", "50",
+		"--steps", "8", "--correct", "smc", "--correct-particles", "32"); code != 0 || !strings.Contains(out, `"correction":{"method":"smc"`) {
+		t.Errorf("predict --correct smc: exit %d, %s", code, errs)
+	}
+	if code, _, errs := prism("select", "--checkpoint", testNet, "--from-simulate", sim, "--lambda", "0.5", "--candidates", cands,
+		"--correct", "exact"); code == 0 || !strings.Contains(errs, "--correct") {
+		t.Errorf("--correct exact: exit %d, %q", code, errs)
+	}
+}
