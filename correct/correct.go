@@ -176,7 +176,10 @@ type Result struct {
 	// standard error over the replicates (SMC only).
 	SMCLogEvidence, SMCLogEvidenceSE float64
 	// ESS is the normalised effective sample size of Theta's weights: the
-	// importance weights of IS or of SMC's final stage.
+	// importance weights of IS or of SMC's final stage, or, when that
+	// stage's ESS is below MinESS, of the pooled SMC particles (weighted
+	// by their replicate's Ẑ, so it also falls when the replicates
+	// disagree).
 	ESS float64
 	// Steps is the mean number of tempering steps of the SMC replicates,
 	// Accept their mean MALA acceptance rate (0 for IS).
@@ -419,12 +422,19 @@ func runAllSMC(p *posterior.Posterior, obs []posterior.Observation, cands func(i
 		}
 		res.ESS = posterior.ESS(res.LogW)
 		isZ, isSE := posterior.LogMeanExp(res.LogW)
-		if !math.IsInf(isZ, -1) {
-			normaliseLog(res.LogW)
-		}
 		res.SMCLogEvidence, res.SMCLogEvidenceSE = smcZ, smcSE
 		if res.ESS >= s.MinESS && !math.IsInf(isZ, -1) {
+			normaliseLog(res.LogW)
 			res.LogEvidence, res.LogEvidenceSE = isZ, isSE
+		} else {
+			// The fit is too poor (e.g. a sharp posterior in many
+			// dimensions, or many modes): keep the SMC particles and the
+			// replicates' estimate.
+			res.Theta = make([][]float64, len(z))
+			for j := range z {
+				res.Theta[j] = t.theta(z[j])
+			}
+			res.LogW, res.ESS = lw, essLog(lw)
 		}
 		res.judge(s)
 		out[i][m] = res

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
 )
@@ -47,6 +48,8 @@ type fitStateKey struct {
 	Weights    string  `json:"weights_sha256"`
 	Data       string  `json:"data_sha256"`
 	Voxels     int     `json:"voxels"`
+	Correct    string  `json:"correct,omitempty"`
+	Particles  int     `json:"correct_particles,omitempty"`
 }
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
@@ -64,6 +67,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
+	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
+	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
 	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
@@ -110,7 +115,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	ckTime := time.Since(ckStart).Seconds()
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
-		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels)})
+		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s)})
 	if err != nil {
 		return err
 	}
@@ -313,4 +319,20 @@ func (p *progressBar) finish() {
 func cpuSeconds() float64 {
 	s, _ := cputime.Seconds()
 	return s
+}
+
+// correctKey and correctParticlesKey put the correction into the state key
+// only when there is one, so that uncorrected runs keep their keys.
+func correctKey(m string) string {
+	if m == "none" {
+		return ""
+	}
+	return m
+}
+
+func correctParticlesKey(s dmri.FitSettings) int {
+	if correctKey(s.Correct) == "" {
+		return 0
+	}
+	return s.CorrectParticles
 }
