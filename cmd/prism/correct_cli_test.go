@@ -93,3 +93,50 @@ func TestCorrectFlag(t *testing.T) {
 		t.Errorf("--correct exact: exit %d, %q", code, errs)
 	}
 }
+
+// TestDMRIFitCorrect runs `dmri fit --correct smc` with the shipped
+// b3s-brain network on the 4×3×2 crop of the real multi-shell slab and
+// checks the correction's outputs: the four diagnostic maps exist, are
+// finite in the mask (ESS in (0, 1], at least one tempering step, SE ≥ 0,
+// failed 0 or 1) and zero outside; model_prob sums to 1 per voxel (float32
+// sums of ≤ 15 terms: 1e−5); an unknown --correct is refused before the
+// output folder is created.
+func TestDMRIFitCorrect(t *testing.T) {
+	dir := t.TempDir()
+	flags, _ := cropSlab(t, dir)
+	out := filepath.Join(dir, "fit")
+	args := append(append([]string{"dmri", "fit"}, flags...), "--model", "b3s-brain", "--samples", "8", "--steps", "4", "--quiet")
+	code, _, errs := prism(append(args, "--out", out, "--correct", "smc", "--correct-particles", "16")...)
+	if code != 0 {
+		t.Fatalf("dmri fit --correct smc: exit %d: %s", code, errs)
+	}
+	mask := readOut(t, out, "nodif_brain_mask")
+	ess, steps, se, failed := readOut(t, out, "correct_ess"), readOut(t, out, "correct_steps"), readOut(t, out, "correct_logz_se"), readOut(t, out, "correct_failed")
+	mp := readOut(t, out, "model_prob")
+	nv := len(mask.Data)
+	for i, m := range mask.Data {
+		if m == 0 {
+			if ess.Data[i] != 0 || failed.Data[i] != 0 {
+				t.Fatalf("voxel %d outside the mask has diagnostics", i)
+			}
+			continue
+		}
+		if e := ess.Data[i]; !(e > 0 && e <= 1) || !(steps.Data[i] >= 1) || !(se.Data[i] >= 0) || (failed.Data[i] != 0 && failed.Data[i] != 1) {
+			t.Errorf("voxel %d: ESS %v, steps %v, SE %v, failed %v", i, e, steps.Data[i], se.Data[i], failed.Data[i])
+		}
+		sum := 0.0
+		for k := range 15 {
+			sum += float64(mp.Data[i+k*nv])
+		}
+		if math.Abs(sum-1) > 1e-5 {
+			t.Errorf("voxel %d: model_prob sums to %v", i, sum)
+		}
+	}
+	bad := filepath.Join(dir, "bad")
+	if code, _, errs := prism(append(args, "--out", bad, "--correct", "mcmc")...); code == 0 || !strings.Contains(errs, "mcmc") {
+		t.Errorf("--correct mcmc: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("output folder created for a refused run: %v", err)
+	}
+}
