@@ -32,6 +32,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -595,4 +596,52 @@ func (c *Corrected) Best() int {
 		}
 	}
 	return best
+}
+
+// Prune keeps, for every observation, the candidates (cands[i], or
+// cands[0] for all) that hold at least minQ of the network's q(M | x, λ)
+// renormalised over the candidates, at most maxModels of them (0: no
+// limit) in decreasing q, and always the most probable one. Correcting
+// costs one SMC per model, so a large subspace (hundreds of models) is
+// pruned to the few that can matter; the corrected posterior is then
+// exact within the kept models, and a model q puts below minQ is
+// treated as having no mass.
+func Prune(p *posterior.Posterior, obs []posterior.Observation, lambda float64, cands [][][]bool, minQ float64, maxModels int, opt posterior.Options) ([][][]bool, error) {
+	lq, err := p.LogProbMasks(obs, lambda, cands, opt)
+	if err != nil {
+		return nil, fmt.Errorf("correct: pruning candidates: %w", err)
+	}
+	out := make([][][]bool, len(obs))
+	for i := range obs {
+		c := cands[0]
+		if len(cands) > 1 {
+			c = cands[i]
+		}
+		l := lq[i]
+		mx := math.Inf(-1)
+		for _, v := range l {
+			mx = math.Max(mx, v)
+		}
+		sum := 0.0
+		for _, v := range l {
+			sum += math.Exp(v - mx)
+		}
+		idx := make([]int, len(c))
+		for m := range idx {
+			idx[m] = m
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return l[idx[a]] > l[idx[b]] })
+		keep := idx[:0:0]
+		for k, m := range idx {
+			if k > 0 && (math.Exp(l[m]-mx)/sum < minQ || (maxModels > 0 && k >= maxModels)) {
+				break
+			}
+			keep = append(keep, m)
+		}
+		sort.Ints(keep) // candidate order, so that a kept model sees the same random numbers
+		for _, m := range keep {
+			out[i] = append(out[i], c[m])
+		}
+	}
+	return out, nil
 }

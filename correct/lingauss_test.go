@@ -315,3 +315,60 @@ func TestReproducible(t *testing.T) {
 		}
 	}
 }
+
+// TestPrune: the kept candidates are the most probable under q, at most
+// maxModels, each with q ≥ minQ of the candidates' mass (the first always),
+// in candidate order.
+func TestPrune(t *testing.T) {
+	p, _ := loadTestNet(t)
+	obs, _ := heldOut(3, 0x7072756e65)
+	masks := allMasks()
+	kept, err := Prune(p, obs, 0.5, [][][]bool{masks}, 0.02, 5, posterior.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lq, err := p.LogProbMasks(obs, 0.5, [][][]bool{masks}, posterior.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range obs {
+		q := softmax(lq[i])
+		best := 0
+		for m := range q {
+			if q[m] > q[best] {
+				best = m
+			}
+		}
+		if len(kept[i]) < 1 || len(kept[i]) > 5 {
+			t.Fatalf("obs %d: %d models kept", i, len(kept[i]))
+		}
+		last, hasBest := -1, false
+		minKept := 1.0
+		for _, m := range kept[i] {
+			idx := lingauss.MaskIndex(m)
+			if idx <= last {
+				t.Errorf("obs %d: kept models out of candidate order", i)
+			}
+			last = idx
+			hasBest = hasBest || idx == best
+			minKept = math.Min(minKept, q[idx])
+			if q[idx] < 0.02 {
+				t.Errorf("obs %d: kept model %d with q = %.4f < 0.02", i, idx, q[idx])
+			}
+		}
+		if !hasBest {
+			t.Errorf("obs %d: the most probable model was dropped", i)
+		}
+		for m := range q {
+			dropped := true
+			for _, k := range kept[i] {
+				if lingauss.MaskIndex(k) == m {
+					dropped = false
+				}
+			}
+			if dropped && q[m] > minKept && len(kept[i]) < 5 {
+				t.Errorf("obs %d: model %d (q = %.4f) dropped while a less probable one was kept", i, m, q[m])
+			}
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // TestCorrectFlag runs `select --correct smc` on the committed lingauss
-// network over 8 candidate models and checks the output against the
+// network over 8 candidate models (no pruning) and checks the output against the
 // library (same settings, same numbers) and against the closed-form
 // evidence (within 5 reported SE + 0.02 for the models the output keeps);
 // sample and predict accept the flag and report the correction; a bad
@@ -33,7 +33,7 @@ func TestCorrectFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs := prism("select", "--checkpoint", testNet, "--from-simulate", sim, "--lambda", "0.5", "--candidates", cands,
-		"--top", "3", "--steps", "8", "--seed", "5", "--correct", "smc", "--correct-particles", "64")
+		"--top", "3", "--steps", "8", "--seed", "5", "--correct", "smc", "--correct-particles", "64", "--correct-min-q", "0")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

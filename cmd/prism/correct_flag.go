@@ -15,9 +15,12 @@ import (
 // correctFlags are the flags of the posterior correction (package
 // correct), shared by sample, select, predict and dmri fit.
 type correctFlags struct {
-	method             *string
-	particles, samples *int
-	maxSE, minESS      *float64
+	method              *string
+	particles, samples  *int
+	maxSE, minESS, minQ *float64
+	maxModels           *int
+	pruneMinQ           float64
+	pruneMax            int
 }
 
 func addCorrectFlags(fs *flag.FlagSet) *correctFlags {
@@ -28,6 +31,8 @@ func addCorrectFlags(fs *flag.FlagSet) *correctFlags {
 		samples:   fs.Int("correct-samples", d.Samples, "with --correct is: importance samples per model"),
 		maxSE:     fs.Float64("correct-max-se", d.MaxLogEvidenceSE, "flag the correction as failed above this log-evidence standard error (nats)"),
 		minESS:    fs.Float64("correct-min-ess", d.MinESS, "flag the correction as failed below this normalised ESS"),
+		minQ:      fs.Float64("correct-min-q", 1e-3, "correct only the candidate models holding at least this share of the network's q(M | x, λ) over the candidates (the others get probability 0)"),
+		maxModels: fs.Int("correct-max-models", 16, "correct at most this many candidate models per observation, the most probable under q (0: no limit)"),
 	}
 }
 
@@ -37,9 +42,10 @@ func (c *correctFlags) settings(so posterior.SampleOptions) (correct.Settings, e
 	if err != nil {
 		return correct.Settings{}, fmt.Errorf("--correct: %w", err)
 	}
-	if *c.particles < 2 || *c.samples < 2 || !(*c.maxSE > 0) || !(*c.minESS > 0 && *c.minESS <= 1) {
-		return correct.Settings{}, fmt.Errorf("need --correct-particles ≥ 2, --correct-samples ≥ 2, --correct-max-se > 0 and --correct-min-ess in (0, 1]")
+	if *c.particles < 2 || *c.samples < 2 || !(*c.maxSE > 0) || !(*c.minESS > 0 && *c.minESS <= 1) || !(*c.minQ >= 0 && *c.minQ < 1) || *c.maxModels < 0 {
+		return correct.Settings{}, fmt.Errorf("need --correct-particles ≥ 2, --correct-samples ≥ 2, --correct-max-se > 0, --correct-min-ess in (0, 1], --correct-min-q in [0, 1) and --correct-max-models ≥ 0")
 	}
+	c.pruneMinQ, c.pruneMax = *c.minQ, *c.maxModels
 	s := correct.DefaultSettings(m)
 	s.Particles, s.Samples, s.MaxLogEvidenceSE, s.MinESS = *c.particles, *c.samples, *c.maxSE, *c.minESS
 	s.Sample = so
@@ -101,17 +107,22 @@ func supportedMasks(f family.Family, masks [][]bool, lambda float64) [][]bool {
 }
 
 // correctCandidates runs the correction over the supported candidates of
-// every observation (nil, nil for method none) and reports on stderr how
-// many observations failed its diagnostics.
-func correctCandidates(p *posterior.Posterior, obs []posterior.Observation, cands [][][]bool, lambda float64, s correct.Settings, stderr io.Writer) ([]correct.Corrected, error) {
+// every observation, pruned by --correct-min-q and --correct-max-models
+// (nil, nil for method none), and reports on stderr how many
+// observations failed its diagnostics.
+func (c *correctFlags) correctCandidates(p *posterior.Posterior, obs []posterior.Observation, cands [][][]bool, lambda float64, s correct.Settings, stderr io.Writer) ([]correct.Corrected, error) {
 	if s.Method == correct.None {
 		return nil, nil
 	}
 	sup := make([][][]bool, len(cands))
-	for i, c := range cands {
-		if sup[i] = supportedMasks(p.Family(), c, lambda); len(sup[i]) == 0 {
+	for i, cs := range cands {
+		if sup[i] = supportedMasks(p.Family(), cs, lambda); len(sup[i]) == 0 {
 			return nil, fmt.Errorf("--correct: no candidate model has positive prior probability at λ = %v", lambda)
 		}
+	}
+	sup, err := correct.Prune(p, obs, lambda, sup, c.pruneMinQ, c.pruneMax, s.Sample.Options)
+	if err != nil {
+		return nil, err
 	}
 	res, err := correct.Correct(p, obs, sup, lambda, s)
 	if err != nil {

@@ -74,7 +74,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		}
-		if corr, err = correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
+		if corr, err = cf.correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
 			return err
 		}
 		masks := make([][][]bool, len(obs))

@@ -317,7 +317,7 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 				cands[i] = append(cands[i], r.Mask)
 			}
 		}
-		if corr, err = correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
+		if corr, err = cf.correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
 			return err
 		}
 	}

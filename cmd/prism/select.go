@@ -66,7 +66,7 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	corr, err := correctCandidates(p, obs, [][][]bool{cands}, *lambda, cs, stderr)
+	corr, err := cf.correctCandidates(p, obs, [][][]bool{cands}, *lambda, cs, stderr)
 	if err != nil {
 		return err
 	}
