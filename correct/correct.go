@@ -14,8 +14,10 @@
 //     particles from r to the posterior along π_β ∝ r^(1−β) γ^β with
 //     adaptive steps chosen by the conditional ESS, systematic resampling
 //     and MALA moves driven by the family's likelihood gradients
-//     (smc.go). Independent replicates give the log evidence and its
-//     standard error.
+//     (smc.go), in independent replicates. A final importance stage with
+//     a proposal fitted to the particles gives the evidence, its standard
+//     error and the weighted samples; where its ESS is too low, the
+//     particles and the replicates' own estimate are kept.
 //
 // Every Result carries its diagnostics (ESS, tempering steps, MALA
 // acceptance, log-evidence standard error) and a Failed flag with the
