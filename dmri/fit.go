@@ -149,12 +149,13 @@ type Fitter struct {
 // DefaultCorrectSettings are the correction settings of `dmri fit
 // --correct`: the library defaults with 4 replicates of 32 particles, 3
 // MALA moves per tempering step, a reference from 32 draws of q and a
-// final importance stage of 256 samples, sized for voxels (a fit corrects
-// every model with q(M | x, λ) ≥ CorrectMinQ in every voxel;
-// docs/posterior.md gives the cost).
+// final importance stage of 256 samples (IS: 64 importance samples),
+// sized for voxels: a fit corrects every model with q(M | x, λ) ≥
+// CorrectMinQ in every voxel (docs/dmri.md gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
 	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 32, 3, 32, 256
+	cs.Samples = 64 // IS: each sample needs the ODE log-density (12 VJPs per step for b3s)
 	return cs
 }
 
