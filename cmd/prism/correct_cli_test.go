@@ -132,6 +132,13 @@ func TestDMRIFitCorrect(t *testing.T) {
 			t.Errorf("voxel %d: model_prob sums to %v", i, sum)
 		}
 	}
+	run, err := os.ReadFile(filepath.Join(out, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(run), `"correct_failed_voxels"`) || !strings.Contains(string(run), `"correct": "smc"`) {
+		t.Errorf("run.json lacks the correction's summary: %s", run)
+	}
 	bad := filepath.Join(dir, "bad")
 	if code, _, errs := prism(append(args, "--out", bad, "--correct", "mcmc")...); code == 0 || !strings.Contains(errs, "mcmc") {
 		t.Errorf("--correct mcmc: exit %d, %q", code, errs)

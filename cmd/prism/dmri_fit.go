@@ -186,6 +186,19 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(start).Seconds()
 	extra := fitRunExtra{RunInfo: info, ModelMassBelowHalf: lowMass, MeanModelMass: meanF32(all.ModelMass), MedianESS: medianF32(all.ESS)}
+	if correctKey(s.Correct) != "" {
+		failed := 0
+		for _, f := range all.CorrFailed {
+			if f == 1 {
+				failed++
+			}
+		}
+		extra.CorrectFailedVoxels = &failed
+		extra.MedianCorrectESS, extra.MedianCorrectLogZSE = medianF32(all.CorrESS), medianF32(all.CorrLogZSE)
+		if failed > 0 {
+			fmt.Fprintf(stderr, "dmri fit: --correct %s failed its diagnostics in %d of %d voxels (correct_failed map)\n", s.Correct, failed, nv)
+		}
+	}
 	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), extra); err != nil {
 		return err
 	}
@@ -207,6 +220,11 @@ type fitRunExtra struct {
 	MeanModelMass      float64 `json:"mean_model_mass"`
 	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
 	MedianESS          float64 `json:"median_ess,omitempty"`
+	// With --correct: voxels whose correction failed its diagnostics, and
+	// the medians of the correct_ess and correct_logz_se maps.
+	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
+	MedianCorrectESS    float64 `json:"median_correct_ess,omitempty"`
+	MedianCorrectLogZSE float64 `json:"median_correct_logz_se,omitempty"`
 }
 
 // scanHash is the SHA-256 of the preprocessed scan the network sees:
