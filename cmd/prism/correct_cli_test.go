@@ -99,8 +99,9 @@ func TestCorrectFlag(t *testing.T) {
 // checks the correction's outputs: the four diagnostic maps exist, are
 // finite in the mask (ESS in (0, 1], at least one tempering step, SE ≥ 0,
 // failed 0 or 1) and zero outside; model_prob sums to 1 per voxel (float32
-// sums of ≤ 15 terms: 1e−5); an unknown --correct is refused before the
-// output folder is created.
+// sums of ≤ 15 terms: 1e−5); run.json summarises the correction; a
+// second run with another batch size gives identical images; an unknown
+// --correct is refused before the output folder is created.
 func TestDMRIFitCorrect(t *testing.T) {
 	dir := t.TempDir()
 	flags, _ := cropSlab(t, dir)
@@ -138,6 +139,20 @@ func TestDMRIFitCorrect(t *testing.T) {
 	}
 	if !strings.Contains(string(run), `"correct_failed_voxels"`) || !strings.Contains(string(run), `"correct": "smc"`) {
 		t.Errorf("run.json lacks the correction's summary: %s", run)
+	}
+	// Per-voxel streams: another batch size gives identical images.
+	out2 := filepath.Join(dir, "fit2")
+	if code, _, errs := prism(append(args, "--out", out2, "--correct", "smc", "--correct-particles", "16", "--batch", "7")...); code != 0 {
+		t.Fatalf("dmri fit --batch 7: exit %d: %s", code, errs)
+	}
+	for _, n := range []string{"correct_ess", "correct_logz_se", "model_prob", "dyads1", "merged_f1samples"} {
+		a, b := readOut(t, out, n), readOut(t, out2, n)
+		for i := range a.Data {
+			if a.Data[i] != b.Data[i] && !(math.IsNaN(float64(a.Data[i])) && math.IsNaN(float64(b.Data[i]))) {
+				t.Errorf("%s differs between batch sizes at %d: %v vs %v", n, i, a.Data[i], b.Data[i])
+				break
+			}
+		}
 	}
 	bad := filepath.Join(dir, "bad")
 	if code, _, errs := prism(append(args, "--out", bad, "--correct", "mcmc")...); code == 0 || !strings.Contains(errs, "mcmc") {
