@@ -220,3 +220,38 @@ func TestParseMethod(t *testing.T) {
 		t.Error("method none accepted by Evidence")
 	}
 }
+
+// TestModels checks the corrected model posterior against a hand
+// computation (p ∝ p(M | λ) Z_M) and the failure rule: a failed model
+// flags the observation only when it holds ≥ 1 % of the corrected mass.
+func TestModels(t *testing.T) {
+	lf := lingauss.New()
+	a, b, c := lingauss.MaskFromIndex(1), lingauss.MaskFromIndex(3), lingauss.MaskFromIndex(7)
+	res := []Result{{Mask: a, LogEvidence: -10}, {Mask: b, LogEvidence: -10 + math.Log(3)}, {Mask: c, LogEvidence: -20, Failed: true, Reason: "test"}}
+	const lambda = 0.3
+	mp := Models(lf, res, lambda)
+	w := make([]float64, 3)
+	sum := 0.0
+	for m, r := range res {
+		w[m] = math.Exp(lf.MaskPrior().LogProb(r.Mask, lambda) + r.LogEvidence + 10)
+		sum += w[m]
+	}
+	for m := range w {
+		if math.Abs(mp.Prob[m]-w[m]/sum) > 1e-12 {
+			t.Errorf("model %d: p = %v, want %v", m, mp.Prob[m], w[m]/sum)
+		}
+	}
+	if mp.Failed {
+		t.Errorf("flagged by a model of mass %.2g: %s", mp.Prob[2], mp.Reason)
+	}
+	res[2].LogEvidence = -10
+	if mp = Models(lf, res, lambda); !mp.Failed || mp.Prob[2] < 0.01 {
+		t.Errorf("a failed model of mass %.2g did not flag the observation", mp.Prob[2])
+	}
+	for m := range res {
+		res[m].LogEvidence = math.Inf(-1)
+	}
+	if mp = Models(lf, res, lambda); !mp.Failed {
+		t.Error("no finite evidence, not flagged")
+	}
+}
