@@ -66,6 +66,9 @@ func ReadBedpostX(dir string) (*Folder, error) {
 		if x != nx || y != ny || z != nz || t != 3 {
 			return nil, fmt.Errorf("dmri: %s: dyads%d is %d×%d×%d×%d, want %d×%d×%d×3", dir, i+1, x, y, z, t, nx, ny, nz)
 		}
+		if err := m.SameGrid(&d.Header); err != nil {
+			return nil, fmt.Errorf("dmri: %s: dyads%d is not on the grid of nodif_brain_mask: %w", dir, i+1, err)
+		}
 		fv, err := read(fmt.Sprintf("mean_f%dsamples", i+1))
 		if err != nil {
 			return nil, err
@@ -160,6 +163,11 @@ type Comparison struct {
 func Compare(a, b *Folder) (*Comparison, error) {
 	if a.Nx != b.Nx || a.Ny != b.Ny || a.Nz != b.Nz {
 		return nil, fmt.Errorf("dmri: %s is %d×%d×%d, %s is %d×%d×%d", a.Dir, a.Nx, a.Ny, a.Nz, b.Dir, b.Nx, b.Ny, b.Nz)
+	}
+	if a.Ref != nil && b.Ref != nil {
+		if err := a.Ref.SameGrid(b.Ref); err != nil {
+			return nil, fmt.Errorf("dmri: %s is not on the grid of %s: %w", b.Dir, a.Dir, err)
+		}
 	}
 	c := &Comparison{DirA: a.Dir, DirB: b.Dir, FibreThreshold: FibreThreshold, Slice: a.Nz / 2}
 	nv := a.Nx * a.Ny * a.Nz

@@ -52,6 +52,16 @@ func CompareDTI(a *Folder, dtiDir string, faMin float64) (*DTIComparison, error)
 	if x, y, z, t := fa.Shape(); x != a.Nx || y != a.Ny || z != a.Nz || t != 1 {
 		return nil, fmt.Errorf("dmri: %s: dti_FA is %d×%d×%d×%d, want %d×%d×%d", dtiDir, x, y, z, t, a.Nx, a.Ny, a.Nz)
 	}
+	if a.Ref != nil {
+		for _, im := range []struct {
+			name string
+			h    *nifti.Header
+		}{{"dti_V1", &v1.Header}, {"dti_FA", &fa.Header}} {
+			if err := a.Ref.SameGrid(im.h); err != nil {
+				return nil, fmt.Errorf("dmri: %s: %s is not on the grid of %s: %w", dtiDir, im.name, a.Dir, err)
+			}
+		}
+	}
 	if a.Fibres == 0 {
 		return nil, fmt.Errorf("dmri: %s has no dyads1", a.Dir)
 	}

@@ -378,3 +378,145 @@ func TestAutoMaskSlab(t *testing.T) {
 		t.Fatalf("auto mask (%s): %d voxels, %d shared with the file mask's %d: Dice %.3f", auto.MaskSource, auto.MaskCount(), both, ref.MaskCount(), dice)
 	}
 }
+
+// TestLoadScanRefusesBadInput: one table-driven case per way a scan can
+// be unusable; each must fail with a message naming the file and the
+// problem.
+func TestLoadScanRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	files := writeSynthetic(t, dir)
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A mask with the DWI's matrix but another geometry.
+	mask := func(name string, edit func(h *nifti.Header)) string {
+		m, _ := nifti.New(nifti.Uint8, 6, 5, 4)
+		for i := range m.Data {
+			m.Data[i] = 1
+		}
+		edit(&m.Header)
+		p := filepath.Join(dir, name)
+		if err := nifti.Write(p, m); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sameBvec := write("same.bvec", "0 0 0 0 0 0 0 0\n0 0 0 0 0 0 0 0\n1 1 1 1 1 1 1 1\n")
+	for _, tc := range []struct {
+		name string
+		edit func(f *ScanFiles)
+		want []string
+	}{
+		{"all b = 0", func(f *ScanFiles) { f.Bval = write("zero.bval", "0 0 0 0 0 0 0 0\n") }, []string{"zero.bval", "every volume is a b ≤ 50"}},
+		{"b in ms/µm²", func(f *ScanFiles) { f.Bval = write("ms.bval", "0 0.005 1 1 1 2 2 2\n") }, []string{"ms.bval", "multiply them by 1000"}},
+		{"identical directions", func(f *ScanFiles) { f.Bvec = sameBvec }, []string{"same.bvec", "1 distinct axes"}},
+		{"mask shifted 50 mm", func(f *ScanFiles) {
+			f.Mask = mask("shifted.nii", func(h *nifti.Header) {
+				h.SetSform(nifti.Mat4{{1, 0, 0, 50}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}, 1)
+			})
+		}, []string{"shifted.nii", "not on the grid", "by 50 mm"}},
+		{"mask with 6 mm voxels", func(f *ScanFiles) {
+			f.Mask = mask("coarse.nii", func(h *nifti.Header) { h.Pixdim[1], h.Pixdim[2], h.Pixdim[3] = 6, 6, 6 })
+		}, []string{"coarse.nii", "not on the grid", "voxel sizes 6×6×6"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := files
+			tc.edit(&f)
+			_, err := LoadScan(f)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadScanSkipsImplausible: a value of 1e30 in one volume, or a b0
+// far above the rest of the mask, skips the voxel and counts it.
+func TestLoadScanSkipsImplausible(t *testing.T) {
+	dir := t.TempDir()
+	files := writeSynthetic(t, dir)
+	img, err := nifti.Read(files.DWI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv := 6 * 5 * 4
+	img.Data[20+5*nv] = 1e30 // one diffusion-weighted volume
+	for j := range 8 {
+		img.Data[21+j*nv] = 1e30 // every volume: S/b0 ≈ 1, but b0 ≈ 10²⁸ × the median
+	}
+	img.Data[22+4*nv] = -1e6 // a negative outlier
+	if err := nifti.Write(files.DWI, img); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadScan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Skipped[SkipImplausible] != 3 || s.Skipped[SkipNonFinite] != 1 || s.Skipped[SkipB0] != 2 || len(s.Voxels) != 120-6 {
+		t.Fatalf("skipped %v, %d fitted; want 3 implausible, 1 non-finite, 2 b0 ≤ 0, 114 fitted", s.Skipped, len(s.Voxels))
+	}
+	for _, v := range s.Voxels {
+		if v >= 20 && v <= 22 {
+			t.Fatalf("voxel %d should have been skipped", v)
+		}
+	}
+}
+
+// TestCompareRefusesOtherGrid: two output folders (or a folder and a DTI
+// folder) whose images have the same matrix but another geometry are not
+// compared voxel by voxel.
+func TestCompareRefusesOtherGrid(t *testing.T) {
+	dir := t.TempDir()
+	s, err := LoadScan(writeSynthetic(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := NewPosterior(s.Voxels, 1, 2)
+	for i := range p.F[0] {
+		p.F[0][i], p.Theta[0][i], p.D[i] = 0.5, 0.3, 1e-3
+	}
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := WriteBedpostX(a, s.Ref, s.Mask, p); err != nil {
+		t.Fatal(err)
+	}
+	shifted := *s.Ref
+	shifted.SetSform(nifti.Mat4{{1, 0, 0, 50}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}, 1)
+	if err := WriteBedpostX(b, &shifted, s.Mask, p); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := ReadBedpostX(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := ReadBedpostX(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compare(fa, fb); err == nil || !strings.Contains(err.Error(), "not on the grid") || !strings.Contains(err.Error(), "50 mm") {
+		t.Errorf("Compare across grids: err = %v", err)
+	}
+	// A DTI folder on the shifted grid.
+	dti := filepath.Join(dir, "dti")
+	os.MkdirAll(dti, 0o755)
+	for name, vols := range map[string]int{"dti_V1": 3, "dti_FA": 1} {
+		v, err := nifti.NewLike(&shifted, nifti.Float32, 6, 5, 4, vols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nifti.Write(filepath.Join(dti, name+".nii.gz"), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := CompareDTI(fa, dti, 0.5); err == nil || !strings.Contains(err.Error(), "not on the grid") {
+		t.Errorf("CompareDTI across grids: err = %v", err)
+	}
+}

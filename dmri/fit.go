@@ -306,16 +306,13 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 
 	// Model posterior: exact q(M | x, λ) of every model in the list.
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
-	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
-	if err != nil {
-		return nil, fmt.Errorf("dmri: model posterior: %w", err)
+	if err := ft.modelPosterior(obs, opt, b.ModelProb, b.ModelMass); err != nil {
+		return nil, err
 	}
 	masks := make([][][]bool, n)
 	mapMasks := make([][]bool, n)
 	for v := range n {
 		p := b.ModelProb[v*M : (v+1)*M]
-		mass := normalise(lq[v], p)
-		b.ModelMass[v] = float32(mass)
 		best := 0
 		for m := range p {
 			if p[m] > p[best] {
@@ -456,6 +453,44 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 	return b, nil
 }
 
+// ModelPosterior returns the model posterior of the voxels start …
+// start+n−1 of s (indices into s.Voxels): q(M | x, λ) of every model of
+// ft.Models renormalised over the list, prob[v*len(Models)+m], and the
+// list's mass before renormalising, mass[v]. These are FitBatch's
+// ModelProb and ModelMass without the parameter samples (the model
+// posterior draws no random numbers), e.g. to refit the model maps of a
+// slice at another λ.
+func (ft *Fitter) ModelPosterior(s *Scan, start, n int) (prob, mass []float32, err error) {
+	if start < 0 || n < 1 || start+n > len(s.Voxels) {
+		return nil, nil, fmt.Errorf("dmri: voxels [%d, %d) outside the %d voxels", start, start+n, len(s.Voxels))
+	}
+	N := s.Design.N
+	obs := make([]posterior.Observation, n)
+	for v := range obs {
+		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
+	}
+	prob, mass = make([]float32, n*len(ft.Models)), make([]float32, n)
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	if err := ft.modelPosterior(obs, opt, prob, mass); err != nil {
+		return nil, nil, err
+	}
+	return prob, mass, nil
+}
+
+// modelPosterior writes the renormalised q(M | x, λ) over the model list
+// of every observation into prob and the list's mass into mass.
+func (ft *Fitter) modelPosterior(obs []posterior.Observation, opt posterior.Options, prob, mass []float32) error {
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	if err != nil {
+		return fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	M := len(ft.masks)
+	for v := range obs {
+		mass[v] = float32(normalise(lq[v], prob[v*M:(v+1)*M]))
+	}
+	return nil
+}
+
 // normalise writes exp(lq) / Σ exp(lq) into p and returns Σ exp(lq).
 func normalise(lq []float64, p []float32) float64 {
 	mx := math.Inf(-1)
@@ -493,3 +528,19 @@ func drawCategorical(r *rand.Rand, p []float32) int {
 
 // errStateMismatch reports a state file from another run.
 var errStateMismatch = errors.New("dmri: the partial state in the output folder belongs to a different run")
+
+// Memory estimate of a fit (Fitter.Fit, then WriteFit), for checking the
+// requested sizes before allocating (internal/memlimit): FitBaseBytes,
+// plus FitBatchBytes per voxel of a batch and measurement, plus
+// FitSampleBytes per fitted voxel and sample. Measured peak resident
+// memory of `prism dmri fit --model b3s` on the 2,218 voxels of the
+// mrtrix3-msmt-slab scan (102 volumes): 1.14 GB with batches of 256
+// voxels and 16 samples, 1.22 GB with 160 samples, 0.27 GB with batches
+// of 8 voxels and 160 samples; hence about 37 kB per batch voxel and
+// measurement (encoder and sampler activations) and 260 B per voxel and
+// sample (the samples kept for all voxels); the constants round these up.
+const (
+	FitBaseBytes   = 300e6
+	FitBatchBytes  = 40e3
+	FitSampleBytes = 300
+)

@@ -5,10 +5,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	fdmri "github.com/prismsbi/prism/family/dmri"
+	"github.com/prismsbi/prism/network"
+	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/train"
 )
 
 // TestModelListB3S: b3s has 15 models (non-empty subsets of the four
@@ -219,4 +223,58 @@ func TestFitStateRoundTrip(t *testing.T) {
 		t.Fatalf("fresh: %v, %d voxels", err, st.Done)
 	}
 	st.Close()
+}
+
+// TestModelPosteriorMatchesFitBatch: ModelPosterior gives FitBatch's
+// model probabilities and masses for the same voxels (the same network
+// pass; only the parameter samples are skipped).
+func TestModelPosteriorMatchesFitBatch(t *testing.T) {
+	files := slabFiles(t)
+	s, err := LoadScan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := train.LoadConfig("../configs/b3s.yaml", "b3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := network.New(fdmri.B3S(), cfg.Network, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, p := range net.Params().All() {
+		for i := range p.Data {
+			p.Data[i] += float32(0.3 * r.NormFloat64())
+		}
+	}
+	ft, err := NewFitter(posterior.New(net), FitSettings{Lambda: 0.4, Samples: 2, Steps: 2, Solver: "ab2", Seed: 3, BatchSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start, n = 40, 24
+	b, err := ft.FitBatch(s, start, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prob, mass, err := ft.ModelPosterior(s, start, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(prob, b.ModelProb) || !slices.Equal(mass, b.ModelMass) {
+		t.Errorf("ModelPosterior differs from FitBatch's model posterior")
+	}
+	for v := range n {
+		var sum float64
+		for m := range len(ft.Models) {
+			sum += float64(prob[v*len(ft.Models)+m])
+		}
+		// float32 probabilities renormalised to 1.
+		if math.Abs(sum-1) > 1e-5 {
+			t.Errorf("voxel %d: probabilities sum to %v", v, sum)
+		}
+	}
+	if _, _, err := ft.ModelPosterior(s, len(s.Voxels)-1, 2); err == nil {
+		t.Error("a range past the last voxel accepted")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
@@ -12,6 +13,7 @@ type RunInfo struct {
 	Tool       string    `json:"tool"`
 	Version    string    `json:"version"`
 	GoVersion  string    `json:"go_version"`
+	Kernels    string    `json:"kernels"` // the engine's kernel path (avx512, avx2, generic, go)
 	Started    string    `json:"started"`
 	Inputs     ScanFiles `json:"inputs"`
 	MaskSource string    `json:"mask_source"`
@@ -32,7 +34,7 @@ type RunInfo struct {
 // NewRunInfo fills the scan-dependent fields of a RunInfo.
 func NewRunInfo(tool string, s *Scan) *RunInfo {
 	return &RunInfo{
-		Tool: tool, Inputs: s.Files, MaskSource: s.MaskSource,
+		Tool: tool, Kernels: kernels.Path(), Inputs: s.Files, MaskSource: s.MaskSource,
 		Grid: [3]int{s.Nx, s.Ny, s.Nz}, Volumes: s.Design.N, B0Volumes: s.B0Volumes,
 		VoxelsInMask: s.MaskCount(), VoxelsFitted: len(s.Voxels), VoxelsSkipped: s.Skipped,
 		Timings: map[string]float64{},

@@ -13,8 +13,19 @@ import (
 
 // Reasons for skipping a voxel inside the mask (keys of Scan.Skipped).
 const (
-	SkipNonFinite = "non-finite data"
-	SkipB0        = "b0 <= 0"
+	SkipNonFinite   = "non-finite data"
+	SkipB0          = "b0 <= 0"
+	SkipImplausible = "implausible signal"
+)
+
+// Bounds beyond which a voxel's signal is implausible (SkipImplausible):
+// diffusion only attenuates, so S/b0 stays near or below 1 up to noise; a
+// ratio above MaxSignalRatio, or a b0 above MaxB0Ratio times the median
+// b0 of the mask, is a corrupt value (1e30 written for a dropout, an
+// overflow), not tissue.
+const (
+	MaxSignalRatio = fdmri.MaxSignalRatio
+	MaxB0Ratio     = 1000.0
 )
 
 // ScanFiles names the inputs of a scan. Mask is optional.
@@ -50,9 +61,15 @@ func (s *Scan) NumVoxels() int { return s.Nx * s.Ny * s.Nz }
 
 // LoadScan reads and preprocesses a scan (reference-spec §2.7): b0 is the
 // mean of the volumes with b ≤ dmri.BZero, every volume is divided by it,
-// and mask voxels whose b0 is ≤ 0 or whose series has a non-finite value
-// are skipped (counted in Skipped). Without a mask file the mask is
-// AutoMask(b0).
+// and mask voxels whose b0 is ≤ 0, whose series has a non-finite value or
+// an implausible one (MaxSignalRatio, MaxB0Ratio) are skipped (counted in
+// Skipped). Without a mask file the mask is AutoMask(b0).
+//
+// Inputs that cannot give a meaningful posterior are errors naming the
+// file: a table that family/dmri.CheckDesign refuses (no diffusion
+// weighting, b-values in another unit, too few distinct directions), and
+// a mask whose matrix or voxel-to-world geometry differs from the DWI's
+// (nifti.Header.SameGrid).
 func LoadScan(files ScanFiles) (*Scan, error) {
 	if files.DWI == "" || files.Bval == "" || files.Bvec == "" {
 		return nil, errors.New("dmri: the DWI image, b-values and b-vectors are all required")
@@ -71,6 +88,9 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	}
 	if nt != design.N {
 		return nil, fmt.Errorf("dmri: %s has %d volumes but %s lists %d b-values", files.DWI, nt, files.Bval, design.N)
+	}
+	if err := fdmri.CheckDesign(design); err != nil {
+		return nil, fmt.Errorf("dmri: %s, %s: %w", files.Bval, files.Bvec, err)
 	}
 	// Keep a copy of the header only, so that the image data can be freed
 	// once the signals are extracted.
@@ -106,6 +126,9 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 		if mx != nx || my != ny || mz != nz || mt != 1 {
 			return nil, fmt.Errorf("dmri: mask %s is %d×%d×%d×%d, the DWI grid %d×%d×%d", files.Mask, mx, my, mz, mt, nx, ny, nz)
 		}
+		if err := ref.SameGrid(&m.Header); err != nil {
+			return nil, fmt.Errorf("dmri: mask %s is not on the grid of %s: %w", files.Mask, files.DWI, err)
+		}
 		s.Mask = make([]bool, nv)
 		for i, v := range m.Data {
 			s.Mask[i] = v != 0 && !math.IsNaN(float64(v))
@@ -117,16 +140,20 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	}
 	n := design.N
 	series := make([]float32, n)
+	maxB0 := MaxB0Ratio * maskMedian(b0, s.Mask)
 	for i := 0; i < nv; i++ {
 		if !s.Mask[i] {
 			continue
 		}
 		img.VoxelInto(series, i)
-		finite := true
+		finite, plausible := true, b0[i] <= maxB0
 		for _, v := range series {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				finite = false
 				break
+			}
+			if math.Abs(float64(v)) > MaxSignalRatio*b0[i] {
+				plausible = false
 			}
 		}
 		switch {
@@ -136,6 +163,9 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 		case !(b0[i] > 0):
 			s.Skipped[SkipB0]++
 			continue
+		case !plausible:
+			s.Skipped[SkipImplausible]++
+			continue
 		}
 		s.Voxels = append(s.Voxels, i)
 		for _, v := range series {
@@ -143,6 +173,22 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 		}
 	}
 	return s, nil
+}
+
+// maskMedian returns the median of the finite positive b0 values in the
+// mask (+Inf when there are none, so that no voxel exceeds a multiple).
+func maskMedian(b0 []float64, mask []bool) float64 {
+	var v []float64
+	for i, x := range b0 {
+		if mask[i] && x > 0 && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.Inf(1)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
 
 // MaskCount returns the number of voxels in the mask.

@@ -169,6 +169,21 @@ type TableDesigner interface {
 	DesignFromTable(bvalPath, bvecPath string) (Design, error)
 }
 
+// DesignChecker is implemented by families that can tell a design given by
+// the user (a file, a JSON observation) from one that cannot inform the
+// model, such as a diffusion table without diffusion weighting.
+type DesignChecker interface {
+	CheckDesign(d Design) error
+}
+
+// ObservationChecker is implemented by families that can tell values no
+// instance of the model could produce (a dMRI signal a hundred times its
+// b = 0 value) from real data, so that readers refuse them instead of
+// fitting them.
+type ObservationChecker interface {
+	CheckObservation(d Design, x []float64) error
+}
+
 // FixedDesign is a DesignSampler that always returns the same design.
 type FixedDesign Design
 

@@ -1,6 +1,7 @@
 package family
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 )
@@ -252,4 +253,38 @@ func (t bernoulliTable) LogProbs(lambda float64, dst []float64) {
 	for j := range dst {
 		dst[j] = t.a[j]*ll + t.b[j]*l1 + t.c[j]
 	}
+}
+
+// CheckMask returns an error naming the mask and the reason when mask is
+// not a model of f: the wrong length, or outside the support of f's mask
+// prior (log p(mask | λ) = −Inf; the priors clip λ, so the support does
+// not depend on it), such as a mask with no noise component or, for
+// priors with a minimum number of active components, too few.
+func CheckMask(f Family, mask []bool) error {
+	comps := f.Components()
+	if len(mask) != len(comps) {
+		return fmt.Errorf("mask %s has %d entries, the %s family has %d components", MaskString(mask), len(mask), f.Name(), len(comps))
+	}
+	if lp := f.MaskPrior().LogProb(mask, 0.5); !math.IsInf(lp, -1) && !math.IsNaN(lp) {
+		return nil
+	}
+	noise, base := 0, 0
+	for k, c := range comps {
+		if !mask[k] {
+			continue
+		}
+		if c.Kind == Noise {
+			noise++
+		} else {
+			base++
+		}
+	}
+	var why string
+	switch {
+	case noise != 1:
+		why = fmt.Sprintf("%d noise components are on, every model has exactly one", noise)
+	default:
+		why = fmt.Sprintf("%d base components are on, fewer than the prior's minimum", base)
+	}
+	return fmt.Errorf("mask %s is outside the support of the %s family's model prior: %s", MaskString(mask), f.Name(), why)
 }

@@ -3,6 +3,7 @@ package nifti
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -174,5 +175,51 @@ func TestSetQform(t *testing.T) {
 	}
 	if err := h.SetQform(Mat4{{1, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}, 1); err == nil {
 		t.Fatal("singular matrix accepted")
+	}
+}
+
+func TestSameGrid(t *testing.T) {
+	ref, err := New(Float32, 10, 12, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Pixdim[1], ref.Pixdim[2], ref.Pixdim[3] = 2, 2, 2
+	ref.SetSform(Mat4{{-2, 0, 0, 90}, {0, 2, 0, -126}, {0, 0, 2, -72}, {0, 0, 0, 1}}, 1)
+	if err := ref.SetQform(ref.SformMatrix(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clone := func(edit func(h *Header)) *Header {
+		h := ref.Header
+		edit(&h)
+		return &h
+	}
+	for _, tc := range []struct {
+		name string
+		h    *Header
+		want string
+	}{
+		{"identical", clone(func(*Header) {}), ""},
+		{"rounding below tolerance", clone(func(h *Header) { h.Srow[0][3] += 1e-4; h.QoffsetX += 1e-4 }), ""},
+		{"other matrix", clone(func(h *Header) { h.Dim[3] = 9 }), "matrix 10×12×9, want 10×12×8"},
+		{"shifted 50 mm", clone(func(h *Header) { h.Srow[1][3] += 50; h.QoffsetY += 50 }), "by 50 mm in row 2, column 4"},
+		{"6 mm voxels", clone(func(h *Header) {
+			h.Pixdim[1], h.Pixdim[2], h.Pixdim[3] = 6, 6, 6
+			h.Srow[0][0], h.Srow[1][1], h.Srow[2][2] = -6, 6, 6
+		}), "voxel sizes 6×6×6 mm, want 2×2×2"},
+		{"qform disagrees, sform agrees", clone(func(h *Header) { h.QoffsetZ += 10 }), "qform differs"},
+		{"no sform, same qform", clone(func(h *Header) { h.SformCode = 0 }), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ref.SameGrid(tc.h)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package posterior
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -206,6 +207,11 @@ type Ranked struct {
 	// EvidenceProxy is log q(M | x, λ) − log p(M | λ), the network's
 	// (biased) proxy for log p(x | M) up to a constant (paper App. B.1).
 	EvidenceProxy float64
+	// Outside is true when the mask is outside the support of the
+	// family's model prior (LogPrior = −Inf, EvidenceProxy = +Inf): the
+	// network drew it but it is not a model of the family. Discover ranks
+	// such masks after every supported one.
+	Outside bool
 	// Count is how often the model was drawn (Discover only).
 	Count int
 	// Frequency is Count over the number of draws (Discover only).
@@ -214,7 +220,7 @@ type Ranked struct {
 
 func (p *Posterior) ranked(m []bool, logq, lambda float64) Ranked {
 	lp := p.fam.MaskPrior().LogProb(m, lambda)
-	return Ranked{Mask: m, LogQ: logq, LogPrior: lp, EvidenceProxy: logq - lp}
+	return Ranked{Mask: m, LogQ: logq, LogPrior: lp, EvidenceProxy: logq - lp, Outside: math.IsInf(lp, -1)}
 }
 
 // TopK ranks the candidate masks by log q(M | x, λ) for every observation
@@ -224,6 +230,11 @@ func (p *Posterior) ranked(m []bool, logq, lambda float64) Ranked {
 func (p *Posterior) TopK(obs []Observation, lambda float64, candidates [][]bool, k int, opt Options) ([][]Ranked, error) {
 	if len(candidates) == 0 {
 		return nil, fmt.Errorf("posterior: TopK with no candidate masks")
+	}
+	for j, m := range candidates {
+		if err := p.checkSupported(m); err != nil {
+			return nil, fmt.Errorf("candidate %d: %w", j+1, err)
+		}
 	}
 	lq, err := p.LogProbMasks(obs, lambda, [][][]bool{candidates}, opt)
 	if err != nil {
@@ -248,7 +259,8 @@ func (p *Posterior) TopK(obs []Observation, lambda float64, candidates [][]bool,
 }
 
 // Discover draws n masks from q(M | x, λ) per observation and ranks the
-// distinct ones by log q, returning the k most probable (all if k ≤ 0)
+// distinct ones by log q (masks outside the prior's support, which a
+// network can leak a little mass to, after all others and marked Outside), returning the k most probable (all if k ≤ 0)
 // with how often each was drawn: the discovery step of paper App. B.3
 // procedure (ii). Its first entry is the approximate MAP model.
 func (p *Posterior) Discover(obs []Observation, lambda float64, n, k int, opt Options) ([][]Ranked, error) {
@@ -274,7 +286,12 @@ func (p *Posterior) Discover(obs []Observation, lambda float64, n, k int, opt Op
 		for j := range rs {
 			rs[j].Frequency = float64(rs[j].Count) / float64(n)
 		}
-		sort.SliceStable(rs, func(a, b int) bool { return rs[a].LogQ > rs[b].LogQ })
+		sort.SliceStable(rs, func(a, b int) bool {
+			if rs[a].Outside != rs[b].Outside {
+				return !rs[a].Outside
+			}
+			return rs[a].LogQ > rs[b].LogQ
+		})
 		if k > 0 && k < len(rs) {
 			rs = rs[:k]
 		}
@@ -291,7 +308,7 @@ func (p *Posterior) Discover(obs []Observation, lambda float64, n, k int, opt Op
 func MostSelected(rankings [][]Ranked, k int) (masks [][]bool, counts []int) {
 	pos := map[string]int{}
 	for _, rs := range rankings {
-		if len(rs) == 0 {
+		if len(rs) == 0 || rs[0].Outside {
 			continue
 		}
 		key := family.MaskString(rs[0].Mask)

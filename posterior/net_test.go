@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -336,7 +337,7 @@ func TestRankings(t *testing.T) {
 			}
 			seen[k] = true
 			dm[j] = r.Mask
-			if j > 0 && r.LogQ > rs[j-1].LogQ {
+			if j > 0 && r.Outside == rs[j-1].Outside && r.LogQ > rs[j-1].LogQ {
 				t.Fatalf("obs %d: discoveries not sorted by log q", i)
 			}
 		}
@@ -396,6 +397,67 @@ func TestSupportedMasks(t *testing.T) {
 			if math.IsInf(prior.LogProb(m, lambda), -1) {
 				t.Fatalf("observation %d: unsupported mask %v kept", i, m)
 			}
+		}
+	}
+}
+
+// TestImpossibleModels: masks outside the prior's support are refused as
+// candidates and as the fixed model of a local predictive (the error names
+// the mask), and when the network draws them in Discover they are marked
+// Outside, ranked after every supported mask and never selected by
+// MostSelected.
+func TestImpossibleModels(t *testing.T) {
+	p := untrained(t, "symbolic-k15", 31)
+	obs, _ := simulated(t, p.fam, 2, 32)
+	c := len(p.fam.Components())
+	good := make([]bool, c)
+	good[0], good[c-1] = true, true
+	if err := family.CheckMask(p.fam, good); err != nil {
+		t.Fatalf("test mask: %v", err)
+	}
+	zero := make([]bool, c)
+	for _, tc := range []struct {
+		name string
+		run  func() error
+	}{
+		{"TopK", func() error { _, err := p.TopK(obs, 0.5, [][]bool{good, zero}, 0, Options{}); return err }},
+		{"Predict --local", func() error {
+			_, err := p.Predict(obs, PredictOptions{SampleOptions: SampleOptions{Steps: 2}, Mask: zero, Samples: 4})
+			return err
+		}},
+	} {
+		err := tc.run()
+		if err == nil || !strings.Contains(err.Error(), family.MaskString(zero)) || !strings.Contains(err.Error(), "outside the support") {
+			t.Errorf("%s with the all-zero mask: err = %v", tc.name, err)
+		}
+	}
+	disc, err := p.Discover(obs, 0.5, 200, 0, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := 0
+	for i, rs := range disc {
+		for j, r := range rs {
+			if r.Outside != math.IsInf(p.fam.MaskPrior().LogProb(r.Mask, 0.5), -1) {
+				t.Fatalf("observation %d rank %d: Outside = %v for log prior %v", i, j, r.Outside, r.LogPrior)
+			}
+			if r.Outside {
+				outside++
+			} else if j > 0 && rs[j-1].Outside {
+				t.Fatalf("observation %d: supported mask at rank %d after an outside one", i, j)
+			}
+		}
+		if rs[0].Outside && !rs[len(rs)-1].Outside {
+			t.Fatalf("observation %d: the approximate MAP model is outside the support", i)
+		}
+	}
+	if outside == 0 {
+		t.Fatal("the untrained network drew no unsupported mask; the test needs some")
+	}
+	masks, _ := MostSelected(disc, 0)
+	for _, m := range masks {
+		if family.CheckMask(p.fam, m) != nil {
+			t.Fatalf("MostSelected returned the unsupported mask %s", family.MaskString(m))
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 	var masks [][][]bool
 	var thetas [][][]float64
 	if po.Mask != nil {
-		if err := p.checkMask(po.Mask); err != nil {
+		if err := p.checkSupported(po.Mask); err != nil {
 			return nil, err
 		}
 		masks = make([][][]bool, len(obs))

@@ -14,6 +14,7 @@ import (
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -155,7 +156,8 @@ func saveCheckpoint(dir string, cfg *Config, st *State, params []safetensors.Ten
 	if err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
-	defer os.RemoveAll(tmp) // no-op after the rename
+	defer os.RemoveAll(tmp)       // no-op after the rename
+	defer atomicfile.Track(tmp)() // removed if the process is stopped by a signal
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
@@ -273,11 +275,13 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
+	untrack := atomicfile.Track(f.Name())
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
 		}
+		untrack()
 	}()
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("train: writing %s: %w", path, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -426,6 +427,13 @@ func ParseConfig(data []byte, familyName string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("train: config: %w", err)
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, fmt.Errorf("train: config: %w", err)
+	}
+	if err := checkIntegers(&root, reflect.TypeFor[yamlConfig](), ""); err != nil {
+		return Config{}, fmt.Errorf("train: config: %w", err)
+	}
 	yc := yamlConfig{Config: DefaultConfig(f)}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -464,4 +472,74 @@ func decodeStrictJSON(data []byte, v any) error {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
+}
+
+// checkIntegers walks a YAML document against the struct type t it is
+// decoded into and refuses a non-integral number for an integer field
+// (yaml.v3 would truncate steps: 5.7 to 5; 1e3 stays allowed).
+func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkIntegers(c, t, path); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			if ft, ok := yamlField(t, key); ok {
+				sub := key
+				if path != "" {
+					sub = path + "." + key
+				}
+				if err := checkIntegers(n.Content[i+1], ft, sub); err != nil {
+					return err
+				}
+			}
+		}
+	case yaml.ScalarNode:
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if n.Tag == "!!float" {
+				v, err := strconv.ParseFloat(n.Value, 64)
+				if err != nil || v != math.Trunc(v) {
+					return fmt.Errorf("line %d: %s: %s is not an integer", n.Line, path, n.Value)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// yamlField returns the type of the field of struct type t that the YAML
+// key decodes into, looking through inline fields.
+func yamlField(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			if ft, ok := yamlField(f.Type, key); ok {
+				return ft, true
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == key {
+			return f.Type, true
+		}
+	}
+	return nil, false
 }

@@ -57,12 +57,21 @@ func TestParseConfigErrors(t *testing.T) {
 		{"batch_size: 3\n", "", "no family"},
 		{"family: nope\n", "", "unknown family"},
 		{"family: lingauss-k6\nbatch_size: [1]\n", "", "line 2"},
+		// Integers given as fractions are errors, not truncated.
+		{"family: lingauss-k6\nsteps: 5.7\n", "", "line 2: steps: 5.7 is not an integer"},
+		{"family: lingauss-k6\nvalidation:\n  size: 2.5\n", "", "line 3: validation.size: 2.5 is not an integer"},
+		{"family: lingauss-k6\nnetwork: {model_dim: 5.5}\n", "", "model_dim"},
+		{"family: lingauss-k6\nseed: 1.5\n", "", "seed: 1.5 is not an integer"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml), c.family)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one mentioning %q", c.yaml, err, c.want)
 		}
+	}
+	// An integral number in exponent form is still an integer.
+	if c, err := ParseConfig([]byte("family: lingauss-k6\nsteps: 1e3\n"), ""); err != nil || c.Steps != 1000 {
+		t.Errorf("steps: 1e3: %v, %d", err, c.Steps)
 	}
 	// The family may come from the caller alone.
 	if c, err := ParseConfig([]byte("steps: 3\n"), "b3s"); err != nil || c.Family != "b3s" {

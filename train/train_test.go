@@ -17,6 +17,7 @@ import (
 	_ "github.com/prismsbi/prism/family/dmri"
 	_ "github.com/prismsbi/prism/family/lingauss"
 	_ "github.com/prismsbi/prism/family/symbolic"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -52,8 +53,11 @@ func newTrainer(t testing.TB, cfg Config, dir string) *Trainer {
 	return tr
 }
 
+// runToEnd runs tr to its end and releases its run folder's lock, as the
+// finished process would, so that the test can resume the run.
 func runToEnd(t testing.TB, tr *Trainer) Result {
 	t.Helper()
+	defer tr.lock.Release()
 	res, err := tr.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +405,7 @@ func TestCrashDuringCheckpointKeepsOld(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{LatestFile, ckptName(7), LogFile}; !slices.Equal(names, want) {
+	if want := []string{dirlock.FileName, LatestFile, ckptName(7), LogFile}; !slices.Equal(names, want) {
 		t.Errorf("after resume the directory holds %v, want %v", names, want)
 	}
 	after := checkpointFiles(t, dir)

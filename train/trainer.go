@@ -18,6 +18,7 @@ import (
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -52,6 +53,7 @@ type Trainer struct {
 	params  *engine.ParamStore
 	opt     *optim.Optimizer
 	dir     string
+	lock    *dirlock.Lock // held on dir from New or Resume until Close
 	state   State
 	streams []stream
 	val     []valStream
@@ -88,8 +90,10 @@ type Result struct {
 }
 
 // New prepares a fresh run of cfg in dir, which must not exist or be
-// empty, and writes its step-0 checkpoint.
-func New(cfg Config, dir string, opts Options) (*Trainer, error) {
+// empty, and writes its step-0 checkpoint. The trainer holds a lock on
+// dir (internal/dirlock) until Close, so that no other process writes
+// into the run.
+func New(cfg Config, dir string, opts Options) (_ *Trainer, err error) {
 	f, err := family.Lookup(cfg.Family)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
@@ -100,8 +104,29 @@ func New(cfg Config, dir string, opts Options) (*Trainer, error) {
 	if err := checkFreshDir(dir); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	lock, err := dirlock.Acquire(dir)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			// A failed start leaves nothing behind: not the lock, and not
+			// the folder if it did not exist before.
+			lock.Release()
+			if created {
+				os.RemoveAll(dir)
+			}
+		}
+	}()
 	t, err := build(cfg, f, dir, opts)
 	if err != nil {
+		return nil, err
+	}
+	t.lock = lock
+	if err := t.checkMemory(); err != nil {
+		t.Close()
 		return nil, err
 	}
 	var initStep int64
@@ -160,7 +185,7 @@ func checkFreshDir(dir string) error {
 		return fmt.Errorf("train: output directory: %w", err)
 	case IsCheckpointDir(dir):
 		return fmt.Errorf("train: %s already holds a training checkpoint; resume it with --resume %s or choose another output directory", dir, dir)
-	case len(entries) > 0:
+	case len(entries) > 1 || (len(entries) == 1 && entries[0].Name() != dirlock.FileName):
 		return fmt.Errorf("train: output directory %s exists and is not empty (and holds no checkpoint)", dir)
 	}
 	return nil
@@ -172,7 +197,33 @@ func checkFreshDir(dir string) error {
 // may change the fields of the stored configuration that do not influence
 // the computed numbers (Steps, Minutes, checkpoint and log intervals,
 // Prefetch, SimWorkers); changing anything else is an error.
-func Resume(src, dst string, adjust func(*Config), opts Options) (*Trainer, error) {
+func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, err error) {
+	fork := dst != "" && !sameDir(src, dst)
+	dir := src
+	if fork {
+		if err := checkFreshDir(dst); err != nil {
+			return nil, err
+		}
+		dir = dst
+	} else if _, err := os.Stat(src); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	// Lock the folder written to before reading the checkpoint, so that a
+	// second resume of the same run fails instead of racing the first.
+	lock, err := dirlock.Acquire(dir)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Release()
+			if created {
+				os.RemoveAll(dir)
+			}
+		}
+	}()
 	ck, err := loadCheckpoint(src)
 	if err != nil {
 		return nil, err
@@ -194,16 +245,13 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (*Trainer, erro
 	if len(ck.state.Next) != len(cfg.streams()) {
 		return nil, fmt.Errorf("train: checkpoint state has %d stream positions for %d design streams", len(ck.state.Next), len(cfg.streams()))
 	}
-	fork := dst != "" && !sameDir(src, dst)
-	dir := src
-	if fork {
-		if err := checkFreshDir(dst); err != nil {
-			return nil, err
-		}
-		dir = dst
-	}
-	t, err := build(cfg, f, dir, opts)
+	t, err = build(cfg, f, dir, opts)
 	if err != nil {
+		return nil, err
+	}
+	t.lock = lock
+	if err := t.checkMemory(); err != nil {
+		t.Close()
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -349,9 +397,11 @@ func (t *Trainer) State() State {
 	return s
 }
 
-// Close releases the optimiser's workers and the log file.
+// Close releases the optimiser's workers, the log file and the run
+// folder's lock.
 func (t *Trainer) Close() error {
 	t.opt.Close()
+	defer t.lock.Release()
 	if t.log == nil {
 		return nil
 	}

@@ -58,8 +58,8 @@ type correctedModelJSON struct {
 	Models        []string `json:"models"`
 	Prob          float64  `json:"prob"`
 	LogPrior      float64  `json:"log_prior"`
-	LogEvidence   float64  `json:"log_evidence"`
-	LogEvidenceSE float64  `json:"log_evidence_se"`
+	LogEvidence   *float64 `json:"log_evidence,omitempty"`    // absent when not finite
+	LogEvidenceSE *float64 `json:"log_evidence_se,omitempty"` // absent when not finite
 	ESS           float64  `json:"ess"`
 	Steps         float64  `json:"tempering_steps,omitempty"`
 	Failed        bool     `json:"failed,omitempty"`
@@ -88,7 +88,7 @@ func toCorrectionJSON(f family.Family, method string, c correct.Corrected, top i
 	for _, m := range idx {
 		r := c.Results[m]
 		out.Models = append(out.Models, correctedModelJSON{Mask: family.MaskString(r.Mask), Models: componentNames(f, r.Mask),
-			Prob: c.Prob[m], LogPrior: finiteOr(c.LogPrior[m]), LogEvidence: finiteOr(r.LogEvidence), LogEvidenceSE: finiteOr(r.LogEvidenceSE),
+			Prob: c.Prob[m], LogPrior: c.LogPrior[m], LogEvidence: finiteOrNil(r.LogEvidence), LogEvidenceSE: finiteOrNil(r.LogEvidenceSE),
 			ESS: r.ESS, Steps: r.Steps, Failed: r.Failed, Reason: r.Reason})
 	}
 	return out
@@ -138,4 +138,13 @@ func (c *correctFlags) correctCandidates(p *posterior.Posterior, obs []posterior
 		fmt.Fprintf(stderr, "prism: --correct %s failed its diagnostics for %d of %d observations (\"correction\": {\"failed\": true}); do not trust their corrected results\n", s.Method, failed, len(obs))
 	}
 	return res, nil
+}
+
+// finiteOrNil returns &v, or nil (field omitted) when v is not finite:
+// JSON has no infinities.
+func finiteOrNil(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }

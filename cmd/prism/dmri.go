@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/mcmc"
 )
 
@@ -106,6 +108,17 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The samples of every voxel are kept: (3 per stick + d, d_std, S0)
+	// float32 values, counted twice for the chains' own copies.
+	perSample := 2 * 4 * float64(3*s.Fibres+3) * float64(len(scan.Voxels))
+	if err := memlimit.Check("--jumps/--sample-every: samples per voxel", int64(s.Samples()), 200e6, perSample, memlimit.Available()); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	info := dmri.NewRunInfo("prism dmri mcmc", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings, info.Workers = s, *workers

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/dti"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/nifti"
 )
 
@@ -149,9 +150,11 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 	run.MedianFA, run.MedianMD = quickMedian(fa), quickMedian(md)
 
 	writeStart := time.Now()
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
 		return err
 	}
+	defer lock.Release()
 	if err := writeDTI(*out, scan, fits, ok, *saveTensor); err != nil {
 		return err
 	}

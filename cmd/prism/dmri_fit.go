@@ -21,6 +21,8 @@ import (
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
+	"github.com/prismsbi/prism/internal/memlimit"
 )
 
 // fitRunSettings are the settings recorded in run.json (and, without the
@@ -69,7 +71,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
 	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
-	fresh := fs.Bool("fresh", false, "discard a partial state left in --out by an interrupted run instead of continuing it")
+	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,6 +104,15 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if len(scan.Voxels) == 0 {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
 	}
+	// The sizes must fit in memory (estimate: dmri.FitBaseBytes etc.).
+	avail := memlimit.Available()
+	vox, nm := float64(len(scan.Voxels)), float64(scan.Design.N)
+	if err := memlimit.Check("--samples", int64(s.Samples), dmri.FitBaseBytes+dmri.FitBatchBytes*float64(s.BatchSize)*nm, dmri.FitSampleBytes*vox, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
+	if err := memlimit.Check("--batch", int64(s.BatchSize), dmri.FitBaseBytes+dmri.FitSampleBytes*vox*float64(s.Samples), dmri.FitBatchBytes*nm, avail); err != nil {
+		return fmt.Errorf("%s: %w", files.DWI, err)
+	}
 	ckStart := time.Now()
 	post, err := net.load()
 	if err != nil {
@@ -120,7 +131,12 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	lock, err := dirlock.Acquire(*out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if err := dmri.PrepareOutput(*out, *fresh); err != nil {
 		return err
 	}
 	st, err := dmri.OpenFitState(filepath.Join(*out, dmri.StateFile), key, fitter.Shape(), *fresh)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -47,6 +48,12 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	p, in, err := of.load()
 	if err != nil {
+		return err
+	}
+	// Per λ the draws of every observation are held at once, plus one
+	// count per draw and λ for the summary.
+	perDraw := float64(len(in)) * (p.MaskDrawBytes() + 8*float64(len(lambdas)))
+	if err := memlimit.Check("--models", int64(*models), 0, perDraw, memlimit.Available()); err != nil {
 		return err
 	}
 	f := p.Family()
@@ -92,8 +99,8 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 			rs := disc[l][i]
 			lj := lineJSON{Index: i, Lambda: lam, Mean: mean, Median: quantileSorted(a, 0.5),
 				Lo: quantileSorted(a, 0.05), Hi: quantileSorted(a, 0.95), Top: toRankedJSON(f, rs[:min(*top, len(rs))])}
-			if in[i].truth != nil {
-				lj.TrueMask = family.MaskString(in[i].truth)
+			if in[i].Truth != nil {
+				lj.TrueMask = family.MaskString(in[i].Truth)
 			}
 			lines = append(lines, lj)
 		}

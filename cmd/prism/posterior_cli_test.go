@@ -12,6 +12,7 @@ import (
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -62,7 +63,7 @@ func TestSampleCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := readJSONObs(sim, p.Family(), func() (family.Design, error) { return forwardDesign(p.Family(), "", "", "") })
+	in, err := obsfile.Read(sim, p.Family(), func() (family.Design, error) { return forwardDesign(p.Family(), "", "", "") })
 	if err != nil {
 		t.Fatal(err)
 	}

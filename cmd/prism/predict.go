@@ -7,6 +7,7 @@ import (
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -36,6 +37,9 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := memlimit.Check("--samples", int64(*samples), 0, float64(len(in))*p.JointSampleBytes(), memlimit.Available()); err != nil {
+		return err
+	}
 	f := p.Family()
 	po := posterior.PredictOptions{SampleOptions: of.sampleOptions(), Lambda: *lambda, Samples: *samples, Noise: *noise}
 	cs, err := cf.settings(po.SampleOptions)
@@ -44,7 +48,10 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	}
 	kind := "global"
 	if *local != "" {
-		if po.Mask, err = family.ParseMask(*local, len(f.Components())); err != nil {
+		if po.Mask, err = family.ParseMask(*local, len(f.Components())); err == nil {
+			err = family.CheckMask(f, po.Mask)
+		}
+		if err != nil {
 			return fmt.Errorf("--local: %w", err)
 		}
 		kind = "local"
@@ -113,7 +120,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	for i := range min(len(in), maxPlots) {
-		d := in[i].obs.Design
+		d := in[i].Obs.Design
 		x := make([]float64, d.N)
 		xlabel := "measurement"
 		for j := range x {
@@ -125,7 +132,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		}
 		b := bands[i]
 		path := filepath.Join(*of.plotDir, fmt.Sprintf("predict-%04d.png", i))
-		err := plot.PredictiveBand(path, plot.Points{X: x, Y: in[i].obs.X},
+		err := plot.PredictiveBand(path, plot.Points{X: x, Y: in[i].Obs.X},
 			[]plot.Band{{Name: kind + " predictive (95 %)", X: x, Mean: b.Mean, Lo: b.Lo, Hi: b.Hi}},
 			plot.Options{Title: fmt.Sprintf("observation %d", i), XLabel: xlabel, YLabel: "y"})
 		if err != nil {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,11 +10,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -48,21 +48,7 @@ func addObsFlags(fs *flag.FlagSet) *obsFlags {
 }
 
 // input is one observation read from a file.
-type input struct {
-	obs   posterior.Observation
-	truth []bool // true mask when read from a simulation file
-	theta family.Params
-}
-
-// jsonObs is one JSON line of an observation file; `prism simulate`
-// output has this form.
-type jsonObs struct {
-	X     []float64     `json:"x"`
-	BVals []float64     `json:"bvals"`
-	BVecs [][]float64   `json:"bvecs"`
-	Mask  []int         `json:"mask"`
-	Theta family.Params `json:"theta"`
-}
+type input = obsfile.Record
 
 // load reads the network and the observations.
 func (o *obsFlags) load() (*posterior.Posterior, []input, error) {
@@ -83,27 +69,12 @@ func (o *obsFlags) load() (*posterior.Posterior, []input, error) {
 		return nil, nil, err
 	}
 	f := p.Family()
-	var def *family.Design
-	design := func() (family.Design, error) {
-		if def == nil {
-			d, err := forwardDesign(f, *o.bval, *o.bvec, *o.protocol)
-			if err != nil {
-				return d, err
-			}
-			def = &d
-		}
-		return *def, nil
-	}
+	design := func() (family.Design, error) { return forwardDesign(f, *o.bval, *o.bvec, *o.protocol) }
 	path := *o.obs
 	if path == "" {
 		path = *o.fromSim
 	}
-	var in []input
-	if strings.HasSuffix(strings.ToLower(path), ".csv") {
-		in, err = readCSV(path, design)
-	} else {
-		in, err = readJSONObs(path, f, design)
-	}
+	in, err := obsfile.Read(path, f, design)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,109 +94,24 @@ func (o *obsFlags) sampleOptions() posterior.SampleOptions {
 	return posterior.SampleOptions{Options: posterior.Options{Seed: *o.seed}, Steps: *o.steps, Solver: s}
 }
 
-func readJSONObs(path string, f family.Family, design func() (family.Design, error)) ([]input, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
-	var in []input
-	for line := 1; sc.Scan(); line++ {
-		b := strings.TrimSpace(sc.Text())
-		if b == "" {
-			continue
-		}
-		var j jsonObs
-		if err := json.Unmarshal([]byte(b), &j); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if len(j.X) == 0 {
-			return nil, fmt.Errorf("%s:%d: no \"x\" values", path, line)
-		}
-		var d family.Design
-		if j.BVals != nil {
-			if len(j.BVals) != len(j.X) || len(j.BVecs) != len(j.X) {
-				return nil, fmt.Errorf("%s:%d: %d values with %d b-values and %d b-vectors", path, line, len(j.X), len(j.BVals), len(j.BVecs))
-			}
-			d = family.Design{N: len(j.X), CovDim: 4, Cov: make([]float64, 4*len(j.X)), Name: "table"}
-			for k := range j.X {
-				if len(j.BVecs[k]) != 3 {
-					return nil, fmt.Errorf("%s:%d: b-vector %d has %d entries", path, line, k, len(j.BVecs[k]))
-				}
-				d.Cov[4*k] = j.BVals[k]
-				copy(d.Cov[4*k+1:4*k+4], j.BVecs[k])
-			}
-		} else if d, err = design(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if d.N != len(j.X) {
-			return nil, fmt.Errorf("%s:%d: %d values for a design of %d measurements", path, line, len(j.X), d.N)
-		}
-		it := input{obs: posterior.Observation{Design: d, X: j.X}, theta: j.Theta}
-		if len(j.Mask) == len(f.Components()) {
-			it.truth = make([]bool, len(j.Mask))
-			for k, v := range j.Mask {
-				it.truth[k] = v != 0
-			}
-		}
-		in = append(in, it)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return in, nil
-}
-
-func readCSV(path string, design func() (family.Design, error)) ([]input, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	d, err := design()
-	if err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
-	var in []input
-	for line := 1; sc.Scan(); line++ {
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || s[0] == '#' {
-			continue
-		}
-		fields := strings.Split(s, ",")
-		x := make([]float64, len(fields))
-		for k, fl := range fields {
-			if x[k], err = strconv.ParseFloat(strings.TrimSpace(fl), 64); err != nil {
-				return nil, fmt.Errorf("%s:%d: column %d: %w", path, line, k+1, err)
-			}
-		}
-		if len(x) != d.N {
-			return nil, fmt.Errorf("%s:%d: %d values for a design of %d measurements", path, line, len(x), d.N)
-		}
-		in = append(in, input{obs: posterior.Observation{Design: d, X: x}})
-	}
-	return in, sc.Err()
-}
-
 func observations(in []input) []posterior.Observation {
 	o := make([]posterior.Observation, len(in))
 	for i := range in {
-		o[i] = in[i].obs
+		o[i] = in[i].Obs
 	}
 	return o
 }
 
-// rankedJSON is one ranked model in the output.
+// rankedJSON is one ranked model in the output. A mask outside the
+// prior's support (a network can leak a little mass to one) has no
+// log_prior or evidence_proxy and "outside_prior": true.
 type rankedJSON struct {
 	Mask          string   `json:"mask"`
 	Models        []string `json:"models"`
 	LogQ          float64  `json:"log_q"`
-	LogPrior      float64  `json:"log_prior"`
-	EvidenceProxy float64  `json:"evidence_proxy"`
+	LogPrior      *float64 `json:"log_prior,omitempty"`
+	EvidenceProxy *float64 `json:"evidence_proxy,omitempty"`
+	OutsidePrior  bool     `json:"outside_prior,omitempty"`
 	Count         int      `json:"count,omitempty"`
 	Frequency     float64  `json:"frequency,omitempty"`
 }
@@ -234,7 +120,11 @@ func toRankedJSON(f family.Family, rs []posterior.Ranked) []rankedJSON {
 	out := make([]rankedJSON, len(rs))
 	for i, r := range rs {
 		out[i] = rankedJSON{Mask: family.MaskString(r.Mask), Models: componentNames(f, r.Mask), LogQ: r.LogQ,
-			LogPrior: finiteOr(r.LogPrior), EvidenceProxy: finiteOr(r.EvidenceProxy), Count: r.Count, Frequency: r.Frequency}
+			OutsidePrior: r.Outside, Count: r.Count, Frequency: r.Frequency}
+		if !r.Outside {
+			lp, ev := r.LogPrior, r.EvidenceProxy
+			out[i].LogPrior, out[i].EvidenceProxy = &lp, &ev
+		}
 	}
 	return out
 }
@@ -250,28 +140,19 @@ func componentNames(f family.Family, m []bool) []string {
 	return s
 }
 
-// finiteOr maps ±Inf (impossible masks under the prior) to ±1e300 so that
-// the JSON stays valid.
-func finiteOr(v float64) float64 {
-	switch {
-	case math.IsInf(v, 1):
-		return 1e300
-	case math.IsInf(v, -1):
-		return -1e300
-	}
-	return v
-}
-
-// writeJSONLines writes one JSON value per line to stdout.
+// writeJSONLines writes one JSON value per line to w. Every value is
+// encoded before anything is written, so that a value that cannot be
+// encoded (a NaN) leaves no partial output; the error names its line.
 func writeJSONLines(w io.Writer, vals []any) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, v := range vals {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i, v := range vals {
 		if err := enc.Encode(v); err != nil {
-			return err
+			return fmt.Errorf("output line %d of %d: %w; nothing was written", i+1, len(vals), err)
 		}
 	}
-	return bw.Flush()
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // maxPlots bounds the number of per-observation figures.
@@ -296,6 +177,13 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	}
 	p, in, err := of.load()
 	if err != nil {
+		return err
+	}
+	avail := memlimit.Available()
+	if err := memlimit.Check("--models", int64(*models), 0, float64(len(in))*p.MaskDrawBytes(), avail); err != nil {
+		return err
+	}
+	if err := memlimit.Check("--params", int64(*params), float64(len(in))*float64(*models)*p.MaskDrawBytes(), float64(len(in))*p.JointSampleBytes(), avail); err != nil {
 		return err
 	}
 	f := p.Family()
@@ -360,8 +248,8 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	lines := make([]any, len(in))
 	for i := range in {
 		l := lineJSON{Index: i, Lambda: *lambda, Models: toRankedJSON(f, disc[i]), NumModels: *models}
-		if in[i].truth != nil {
-			l.TrueMask = family.MaskString(in[i].truth)
+		if in[i].Truth != nil {
+			l.TrueMask = family.MaskString(in[i].Truth)
 		}
 		if corr != nil {
 			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], 0)
@@ -439,9 +327,9 @@ func pairPlot(path string, p *posterior.Posterior, js posterior.JointSet, in inp
 		names, rows = names[:12], truncateRows(rows, 12)
 	}
 	o := plot.PairOptions{Options: plot.Options{Title: fmt.Sprintf("parameters under %s (%d of %d samples)", family.MaskLabel(f, bestMask), len(rows), len(js.Theta))}}
-	if in.truth != nil && family.MaskString(in.truth) == best && in.theta.Components != nil {
+	if in.Truth != nil && family.MaskString(in.Truth) == best && in.Theta.Components != nil {
 		var tn []string
-		o.Truth = flattenParams(f, in.theta, &tn)
+		o.Truth = flattenParams(f, in.Theta, &tn)
 		if len(o.Truth) > len(names) {
 			o.Truth = o.Truth[:len(names)]
 		}

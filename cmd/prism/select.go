@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -43,6 +44,9 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := memlimit.Check("--discover", int64(*discover), 0, float64(len(in))*p.MaskDrawBytes(), memlimit.Available()); err != nil {
+		return err
+	}
 	cs, err := cf.settings(of.sampleOptions())
 	if err != nil {
 		return err
@@ -53,7 +57,7 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	var cands [][]bool
 	var disc [][]posterior.Ranked
 	if *candidates != "" {
-		if cands, err = readMasks(*candidates, len(f.Components())); err != nil {
+		if cands, err = readMasks(*candidates, f); err != nil {
 			return fmt.Errorf("--candidates: %w", err)
 		}
 	} else {
@@ -82,8 +86,8 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	lines := make([]any, len(in))
 	for i := range in {
 		l := lineJSON{Index: i, Lambda: *lambda, Top: toRankedJSON(f, top2[i])}
-		if in[i].truth != nil {
-			l.TrueMask = family.MaskString(in[i].truth)
+		if in[i].Truth != nil {
+			l.TrueMask = family.MaskString(in[i].Truth)
 		}
 		if disc != nil {
 			m := toRankedJSON(f, disc[i][:1])[0]
@@ -110,8 +114,8 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 }
 
 // readMasks reads one 0/1 mask string per line (blank lines and # comments
-// skipped).
-func readMasks(path string, c int) ([][]bool, error) {
+// skipped); masks that are not models of f (family.CheckMask) are errors.
+func readMasks(path string, f family.Family) ([][]bool, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -124,7 +128,10 @@ func readMasks(path string, c int) ([][]bool, error) {
 		if s == "" || s[0] == '#' {
 			continue
 		}
-		m, err := family.ParseMask(s, c)
+		m, err := family.ParseMask(s, len(f.Components()))
+		if err == nil {
+			err = family.CheckMask(f, m)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}

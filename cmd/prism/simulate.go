@@ -14,6 +14,7 @@ import (
 	"github.com/prismsbi/prism/internal/atomicfile"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/memlimit"
 )
 
 func init() {
@@ -68,6 +69,21 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	}
 	_, withTable := f.(family.TableDesigner)
 	opt := family.SimOptions{Seed: *seed, Lambda: lambda, Designs: designs}
+	// The file must fit on its disk: estimate a line's length from the
+	// first 64 samples (their longest line, plus 25 %).
+	probe := make([]family.Sample, min(64, *n))
+	family.SimulateBatch(f, opt, 0, probe)
+	longest := 0
+	for i := range probe {
+		line, err := appendSample(nil, f, &probe[i], withTable)
+		if err != nil {
+			return err
+		}
+		longest = max(longest, len(line))
+	}
+	if err := memlimit.CheckDisk("--n", int64(*n), 0, 1.25*float64(longest), filepath.Dir(*out)); err != nil {
+		return err
+	}
 	return writeAtomically(*out, func(w io.Writer) error {
 		return simulateTo(w, f, opt, *n, withTable, stderr)
 	})

@@ -100,7 +100,11 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	gracefulSignals.Store(2)
+	defer func() {
+		gracefulSignals.Store(0)
+		signal.Stop(sigs)
+	}()
 	go func() {
 		// First signal: finish the step and checkpoint. Second: abort (the
 		// last committed checkpoint stays valid).

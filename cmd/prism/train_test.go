@@ -19,6 +19,7 @@ const asCLI = "PRISM_TEST_RUN_AS_CLI"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
+		exitOnSignal(os.Stderr)
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -5,6 +5,9 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
+
+	"github.com/prismsbi/prism/engine/kernels"
 )
 
 func init() {
@@ -21,5 +24,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		version = bi.Main.Version
 	}
 	fmt.Fprintf(stdout, "prism %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "kernels: %s (this CPU: %s; %s=PATH forces one)\n", kernels.Path(),
+		strings.Join(kernels.Paths(), " "), kernels.PathEnv)
 	return nil
 }

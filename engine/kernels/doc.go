@@ -17,11 +17,15 @@
 // generic over float32 and float64: the float64 instance is checked against
 // finite differences, the float32 instance is what CGO_ENABLED=0 builds run
 // and the reference the fast kernels are tested against). With cgo (the
-// default) the kernels are C code compiled with -O3 -march=native, and
-// Sgemm is an own AVX-512 kernel for skinny products (the network's: one of
-// m, k at most 256) and OpenBLAS's cblas_sgemm otherwise; without cgo Sgemm
-// is gonum's. Backend reports which. LinearForward fuses a linear layer's
-// bias and GELU into the product's epilogue when the own kernel applies.
+// default) the kernels are C code (kernels_body.h) compiled three times,
+// for AVX-512, AVX2+FMA and the baseline instruction set, by target
+// pragmas rather than -march, so that the binary runs on any x86-64 CPU;
+// the best path the CPU supports is chosen at start-up and PRISM_KERNELS
+// or SetPath forces one (Path, Paths; docs/engine.md). Sgemm is the
+// package's own kernel for the network's products (see ownGemmFits) and
+// OpenBLAS's cblas_sgemm otherwise; without cgo Sgemm is gonum's. Backend
+// reports which. LinearForward fuses a linear layer's bias and GELU into
+// the product's epilogue when the own kernel applies.
 //
 // Threading policy. All parallelism belongs to this package: OpenBLAS runs
 // single-threaded and Sgemm splits each large product over the package's
@@ -38,12 +42,20 @@
 // hands threading back to OpenBLAS for callers that prefer it. Without
 // cgo, Sgemm is gonum's, which parallelises itself.
 //
-// Performance notes (what perf and the benchmarks taught; the machine is
-// a 2-vCPU Sapphire Rapids VM shared with other jobs, so the benchmarks
-// also report CPU time per operation, which is steadier than wall time):
-//   - gcc's -march=native on this CPU prefers 256-bit vectors; the
-//     "prefer-vector-width=512" target pragma in kernels.c doubles the
-//     width (cgo's flag allowlist rejects -mprefer-vector-width).
+// Performance notes (what perf and the benchmarks taught; the machines are
+// 2-vCPU VMs shared with other jobs, so the benchmarks also report CPU
+// time per operation, which is steadier than wall time):
+//   - gcc prefers 256-bit vectors even with AVX-512 enabled; the
+//     "prefer-vector-width=512" target pragma of kernels_avx512.c doubles
+//     the width (cgo's flag allowlist rejects -mprefer-vector-width).
+//   - On the AVX2 and generic paths gcc keeps 16-lane vector types (the
+//     AVX-512 path's pk_v16) in memory: every accumulator and every scalar
+//     broadcast went through the stack (perf: vmovss stores and FMAs with
+//     memory operands; the inference cross-attention ran at 4 GFLOP/s
+//     against 96 with AVX-512). Those paths use native-width vectors
+//     (pk_vf) for attention and the GEMM, and AVX2 intrinsics for the
+//     Dh = 16 inference loops (cross-attention 54 GFLOP/cpu-s, backward
+//     as fast as AVX-512's per FLOP).
 //   - cgo also rejects -fno-math-errno and -fassociative-math, and
 //     -ffast-math would break NaN/Inf handling; instead reductions are
 //     marked "#pragma omp simd reduction" (-fopenmp-simd, no OpenMP

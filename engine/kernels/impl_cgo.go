@@ -3,7 +3,7 @@
 package kernels
 
 /*
-#cgo CFLAGS: -O3 -march=native -fopenmp-simd -std=gnu11
+#cgo CFLAGS: -O3 -fopenmp-simd -std=gnu11
 #cgo LDFLAGS: -lopenblas -lm
 #include <cblas.h>
 #include "kernels.h"
@@ -27,12 +27,14 @@ const Backend = "c"
 // m×k and op(B) k×n; op transposes when transA/transB is set. lda, ldb and
 // ldc are the row strides of A, B and C as stored.
 //
-// Each worker's piece runs on the package's own AVX-512 kernel when the
-// product is skinny (one of m, k at most 256, n at most 1024: the network's
-// shapes) and on single-threaded OpenBLAS otherwise. Sgemm splits the
-// product over the package's workers itself (see the package
-// documentation), along m, n or k — whichever makes each worker read the
-// least memory; a k split sums the workers' partial products.
+// Each worker's piece runs on the package's own kernel for the kernel path
+// in use when it fits the product (see ownGemmFits: the network's shapes)
+// and on single-threaded OpenBLAS otherwise. Sgemm splits the product over
+// the package's workers itself (see the package documentation), along m, n
+// or k — whichever makes each worker read the least memory; a k split sums
+// the workers' partial products, and is taken only for a transposed A
+// (weight gradients, sums over the batch), so that a row of a forward
+// product never depends on how the work was cut.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
@@ -54,7 +56,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	j := gemmJobs.get()
 	j.g = g
 	switch {
-	case costK < costM && costK < costN && k >= 2*p:
+	case g.transA && costK < costM && costK < costN && k >= 2*p:
 		j.dim = 'k'
 		grain := (k + p - 1) / p
 		nc := numChunks(k, grain)
@@ -100,16 +102,26 @@ type gemmArgs struct {
 // OpenBLAS.
 var ownGemm = true
 
-// haveOwnGemm: the C kernel exists only when compiled for AVX-512.
-var haveOwnGemm = C.pk_have_sgemm() != 0
-
-// ownGemmFits says whether pk_sgemm beats OpenBLAS on the product: skinny
-// ones (one of m, k at most 256, n at most 1024), as in the network. It
-// keeps a B panel of up to 384×n in L2 and streams A once, so it loses on
-// large squares (1024³: 97 against 154 GFLOP/s) and on row-major A with a
-// very long k (64×1024×13056: 58 against 68).
+// ownGemmFits says whether the own kernel (pk_sgemm_ep) takes the product.
+// Products with a row-major A (the forward and the input gradients, where
+// row i of C depends on row i of A only) take it at every m, for k and n
+// up to 1024 (the network's shapes): its tall kernel sums each output over
+// k in one fixed order, so a row's result does not depend on how many rows
+// share the call, and results are the same for any batch or chunk size.
+// OpenBLAS does not promise that (its small-matrix paths and edge kernels
+// differ). Products with a transposed A (weight gradients, sums over the
+// batch) take it when skinny: one of m, k at most 256, n at most 1024. It
+// keeps a B panel in L2 and streams A once, so it loses on large squares
+// (1024³: 97 against 154 GFLOP/s with AVX-512) and on a very long k
+// (64×1024×13056: 58 against 68).
 func ownGemmFits(g *gemmArgs) bool {
-	return haveOwnGemm && g.n <= 1024 && min(g.m, g.k) <= 256 && (g.transA || g.k <= 1024)
+	if g.n > 1024 {
+		return false
+	}
+	if !g.transA {
+		return g.k <= 1024
+	}
+	return min(g.m, g.k) <= 256
 }
 
 // call runs the product on the calling thread (one cgo call).

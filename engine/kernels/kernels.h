@@ -1,6 +1,8 @@
-// C kernels of package kernels (see kernels.c). Every function processes one
-// range [lo, hi) of rows, batches or (batch, head) pairs; the Go side splits
-// the work over goroutines and makes one call per range.
+// C kernels of package kernels (kernels_body.h, compiled once per
+// instruction set; kernels_dispatch.c forwards each function below to the
+// path in use). Every function processes one range [lo, hi) of rows,
+// batches or (batch, head) pairs; the Go side splits the work over
+// goroutines and makes one call per range.
 #ifndef PRISM_KERNELS_H
 #define PRISM_KERNELS_H
 
@@ -36,14 +38,20 @@ void pk_attn_bwd(long Tq, long Tk, long H, long Dh, long ldq, long ldk, long ldv
 	float *dq, float *dk, float *dv, long lo, long hi);
 int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc);
-// pk_have_sgemm reports whether pk_sgemm and pk_sgemm_ep are compiled in
-// (AVX-512); without it they decline every product.
-int pk_have_sgemm(void);
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b,
 	long ldb, int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res,
 	long ldr);
 void pk_axpy(float alpha, const float *x, float *y, long n);
 void pk_add(float *dst, const float *a, const float *b, long n);
 void pk_scale(float alpha, float *x, long n);
+
+
+// Kernel paths, best last.
+enum { PK_PATH_GENERIC = 0, PK_PATH_AVX2 = 1, PK_PATH_AVX512 = 2 };
+// pk_cpu_supports reports whether this CPU and operating system can run a
+// path; pk_set_path switches to it (0 when unsupported, nothing changed).
+int pk_cpu_supports(int path);
+int pk_set_path(int path);
+int pk_get_path(void);
 
 #endif

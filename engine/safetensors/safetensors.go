@@ -19,11 +19,14 @@ package safetensors
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -42,6 +45,17 @@ type Tensor struct {
 
 // MetadataKey is the reserved header key holding the string→string metadata.
 const MetadataKey = "__metadata__"
+
+// ChecksumKey is the metadata key under which Encode records the SHA-256
+// (hex) of the data buffer, the bytes of every tensor in file order.
+// Decode verifies it and removes it from the metadata it returns; a file
+// without it (written before prism recorded checksums, or by another
+// tool) still loads, and Read reports it through Warnings.
+const ChecksumKey = "prism.data_sha256"
+
+// Warnings receives Read's warning about a file without a checksum
+// (os.Stderr by default; set it to io.Discard to silence it).
+var Warnings io.Writer = os.Stderr
 
 // MaxHeaderSize bounds the JSON header accepted on read (the reference
 // implementation uses the same 100 MB limit), so that a corrupt length field
@@ -86,7 +100,17 @@ func encode(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	if err != nil {
 		return err
 	}
-	header, err := buildHeader(tensors, order, metadata)
+	if _, ok := metadata[ChecksumKey]; ok {
+		return fmt.Errorf("metadata key %q is reserved", ChecksumKey)
+	}
+	withSum := make(map[string]string, len(metadata)+1)
+	maps.Copy(withSum, metadata)
+	h := sha256.New()
+	if err := writeData(h, tensors, order); err != nil {
+		return err
+	}
+	withSum[ChecksumKey] = hex.EncodeToString(h.Sum(nil))
+	header, err := buildHeader(tensors, order, withSum)
 	if err != nil {
 		return err
 	}
@@ -98,6 +122,12 @@ func encode(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	if _, err := w.Write(header); err != nil {
 		return err
 	}
+	return writeData(w, tensors, order)
+}
+
+// writeData writes the tensors' float32 data little-endian in the given
+// order.
+func writeData(w io.Writer, tensors []Tensor, order []int) error {
 	var buf [16 << 10]byte
 	for _, i := range order {
 		data := tensors[i].Data
@@ -231,9 +261,12 @@ func Read(path string) ([]Tensor, map[string]string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: %w", err)
 	}
-	ts, meta, err := decode(data)
+	ts, meta, checked, err := decode(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: read %s: %w", path, err)
+	}
+	if !checked && Warnings != nil {
+		fmt.Fprintf(Warnings, "safetensors: warning: %s has no data checksum (%s; written by an older prism or another tool), so corruption of its weights cannot be detected; saving it again adds one\n", path, ChecksumKey)
 	}
 	return ts, meta, nil
 }
@@ -265,45 +298,60 @@ type entry struct {
 // the file has none. Decode rejects, with an error saying what is wrong: a
 // header length beyond the file, a header that is not a UTF-8 JSON object,
 // duplicate names, missing fields, unknown dtypes, negative dimensions,
-// offsets out of range, overlapping or leaving gaps, and byte ranges that do
-// not match shape × dtype size.
+// offsets out of range, overlapping or leaving gaps, byte ranges that do
+// not match shape × dtype size, and a data buffer whose SHA-256 differs
+// from the one recorded under ChecksumKey (which is removed from the
+// returned metadata).
 func Decode(data []byte) ([]Tensor, map[string]string, error) {
-	ts, meta, err := decode(data)
+	ts, meta, _, err := decode(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: decode: %w", err)
 	}
 	return ts, meta, nil
 }
 
-func decode(data []byte) ([]Tensor, map[string]string, error) {
+// decode is Decode; checked reports whether the file carried a checksum
+// (which then matched).
+func decode(data []byte) (ts []Tensor, meta map[string]string, checked bool, err error) {
 	if len(data) < 8 {
-		return nil, nil, fmt.Errorf("file has %d bytes, too short for the 8-byte header length", len(data))
+		return nil, nil, false, fmt.Errorf("file has %d bytes, too short for the 8-byte header length", len(data))
 	}
 	hlen := binary.LittleEndian.Uint64(data)
 	if hlen > MaxHeaderSize {
-		return nil, nil, fmt.Errorf("header length %d exceeds the limit of %d bytes", hlen, MaxHeaderSize)
+		return nil, nil, false, fmt.Errorf("header length %d exceeds the limit of %d bytes", hlen, MaxHeaderSize)
 	}
 	if hlen > uint64(len(data)-8) {
-		return nil, nil, fmt.Errorf("header length %d exceeds the %d bytes after the length field", hlen, len(data)-8)
+		return nil, nil, false, fmt.Errorf("header length %d exceeds the %d bytes after the length field", hlen, len(data)-8)
 	}
 	header := data[8 : 8+hlen]
 	buf := data[8+hlen:]
 	if !utf8.Valid(header) {
-		return nil, nil, errors.New("header is not valid UTF-8")
+		return nil, nil, false, errors.New("header is not valid UTF-8")
 	}
 	entries, meta, err := parseHeader(header, len(buf))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if err := checkLayout(entries, len(buf)); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
+	}
+	if want, ok := meta[ChecksumKey]; ok {
+		sum := sha256.Sum256(buf)
+		if got := hex.EncodeToString(sum[:]); got != want {
+			return nil, nil, false, fmt.Errorf("tensor data do not match their checksum (SHA-256 %.12s…, recorded %.12s…): the file is corrupt", got, want)
+		}
+		delete(meta, ChecksumKey)
+		if len(meta) == 0 {
+			meta = nil
+		}
+		checked = true
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
 	tensors := make([]Tensor, len(entries))
 	for i, e := range entries {
 		tensors[i] = Tensor{Name: e.name, Shape: e.shape, Data: convert(e.dtype, buf[e.begin:e.end])}
 	}
-	return tensors, meta, nil
+	return tensors, meta, checked, nil
 }
 
 // parseHeader decodes the JSON header, keeping duplicate keys detectable

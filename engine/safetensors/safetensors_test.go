@@ -3,6 +3,7 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -67,9 +68,13 @@ func TestEncodeGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []byte
-	want = append(want, 0x88, 0, 0, 0, 0, 0, 0, 0) // 135 JSON bytes + 1 space = 136
-	want = append(want, `{"__metadata__":{"k":"v"},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+
-		`"w":{"dtype":"F32","shape":[2,2],"data_offsets":[4,20]}} `...)
+	// The checksum is the SHA-256 of the 20 data bytes below, computed
+	// independently: python3 -c "import hashlib, struct;
+	// print(hashlib.sha256(struct.pack('<5f', -1, 1, 2, 3, 4)).hexdigest())".
+	want = append(want, 0xe0, 0, 0, 0, 0, 0, 0, 0) // 222 JSON bytes + 2 spaces = 224
+	want = append(want, `{"__metadata__":{"k":"v","prism.data_sha256":"6fac21fa52075856a644c360281c6d2dcac6ed3acfb372da6a0509620758ba6d"},`+
+		`"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+
+		`"w":{"dtype":"F32","shape":[2,2],"data_offsets":[4,20]}}  `...)
 	want = append(want,
 		0x00, 0x00, 0x80, 0xbf, // b: -1
 		0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x80, 0x40, // w: 1 2 3 4
@@ -91,7 +96,7 @@ func randomTensors(r *rand.Rand) []Tensor {
 		ts = append(ts, Tensor{Name: "t" + strings.Repeat("x", 5-i%5) + string(rune('a'+i)), Shape: s, Data: d})
 	}
 	// Special values must survive bit-exactly.
-	ts = append(ts, Tensor{"special", []int{5}, []float32{float32(math.Inf(-1)), float32(math.NaN()), -0.0, math.SmallestNonzeroFloat32, math.MaxFloat32}})
+	ts = append(ts, Tensor{"special", []int{5}, []float32{float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, math.MaxFloat32}})
 	return ts
 }
 
@@ -384,4 +389,94 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestChecksum: the recorded SHA-256 catches a flipped bit anywhere in the
+// data (even one that leaves a finite number), a file without a checksum
+// loads with a warning naming it, and the key is reserved.
+func TestChecksum(t *testing.T) {
+	ts := randomTensors(rand.New(rand.NewPCG(5, 6)))
+	special := ts[len(ts)-1].Data
+	if math.Float32bits(special[2]) != 0x80000000 {
+		t.Fatalf("the negative-zero entry has bits %#x, want 0x80000000", math.Float32bits(special[2]))
+	}
+	var buf bytes.Buffer
+	if err := Encode(&buf, ts, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	hlen := int(binary.LittleEndian.Uint64(good))
+	noSum := func() []byte {
+		// The same tensors with a hand-written header without the checksum.
+		var b bytes.Buffer
+		if err := encodeNoChecksum(&b, ts); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}()
+	flip := func(off int, bit uint) []byte {
+		b := bytes.Clone(good)
+		b[off] ^= 1 << bit
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		wantErr string
+		warn    bool
+	}{
+		{"intact", good, "", false},
+		{"first data byte, lowest mantissa bit", flip(8+hlen, 0), "do not match their checksum", false},
+		{"last data byte, sign bit", flip(len(good)-1, 7), "do not match their checksum", false},
+		{"no checksum (older file)", noSum, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.safetensors")
+			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var warn bytes.Buffer
+			old := Warnings
+			Warnings = &warn
+			defer func() { Warnings = old }()
+			got, meta, err := Read(path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTensors(t, got, ts)
+			if _, ok := meta[ChecksumKey]; ok {
+				t.Errorf("metadata still holds %s", ChecksumKey)
+			}
+			if w := warn.String(); (w != "") != tc.warn || (tc.warn && !strings.Contains(w, path)) {
+				t.Errorf("warning %q, want one naming the file: %v", w, tc.warn)
+			}
+		})
+	}
+	if err := Encode(io.Discard, ts, map[string]string{ChecksumKey: "x"}); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("reserved metadata key: err = %v", err)
+	}
+}
+
+// encodeNoChecksum writes tensors as a file without a checksum, as prism
+// wrote them before it recorded one.
+func encodeNoChecksum(w io.Writer, tensors []Tensor) error {
+	order, err := checkTensors(tensors)
+	if err != nil {
+		return err
+	}
+	header, err := buildHeader(tensors, order, nil)
+	if err != nil {
+		return err
+	}
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(header)))
+	w.Write(lenBuf[:])
+	w.Write(header)
+	return writeData(w, tensors, order)
 }

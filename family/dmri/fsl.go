@@ -97,9 +97,17 @@ func parseFSL(bvalData, bvecData []byte, bvalPath, bvecPath string) (family.Desi
 	return family.Design{N: n, CovDim: 4, Cov: cov, Name: name}, nil
 }
 
-// DesignFromTable implements family.TableDesigner with ReadFSL.
+// DesignFromTable implements family.TableDesigner with ReadFSL followed by
+// CheckDesign.
 func (m *Model) DesignFromTable(bvalPath, bvecPath string) (family.Design, error) {
-	return ReadFSL(bvalPath, bvecPath)
+	d, err := ReadFSL(bvalPath, bvecPath)
+	if err != nil {
+		return d, err
+	}
+	if err := CheckDesign(d); err != nil {
+		return d, fmt.Errorf("dmri: %s, %s: %w", bvalPath, bvecPath, err)
+	}
+	return d, nil
 }
 
 // parseRows parses a whitespace-separated numeric table, skipping blank

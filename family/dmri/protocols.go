@@ -212,6 +212,9 @@ func Designs(spec string) (family.DesignSampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dmri: protocol %q is neither one of %q nor a readable FSL prefix: %w", spec, protocolNames[1:], err)
 	}
+	if err := CheckDesign(d); err != nil {
+		return nil, fmt.Errorf("dmri: protocol %s.bval, %s.bvec: %w", spec, spec, err)
+	}
 	return family.FixedDesign(d), nil
 }
 

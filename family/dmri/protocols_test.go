@@ -1,6 +1,7 @@
 package dmri
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -186,14 +187,14 @@ func TestProtocolSampler(t *testing.T) {
 func TestDesignsPrefix(t *testing.T) {
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "proto")
-	write(t, prefix+".bval", "0 1000 2000\n")
-	write(t, prefix+".bvec", "0 1 0\n0 0 0.6\n0 0 0.8\n")
+	write(t, prefix+".bval", "0 1000 2000 1000 1000 1000 1000\n")
+	write(t, prefix+".bvec", "0 1 0 0 0.6 0.8 0\n0 0 0.6 0 0.8 0 1\n0 0 0.8 1 0 0.6 0\n")
 	ds, err := Designs(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := ds.SampleDesign(nil)
-	want := []float64{0, 0, 0, 0, 1000, 1, 0, 0, 2000, 0, 0.6, 0.8}
+	want := []float64{0, 0, 0, 0, 1000, 1, 0, 0, 2000, 0, 0.6, 0.8, 1000, 0, 0, 1}
 	for i, v := range want {
 		if math.Abs(d.Cov[i]-v) > 1e-15 {
 			t.Fatalf("prefix design = %v, want %v", d.Cov, want)
@@ -201,6 +202,13 @@ func TestDesignsPrefix(t *testing.T) {
 	}
 	if _, err := Designs(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing.bval") {
 		t.Errorf("missing prefix: error %v", err)
+	}
+	// A table without diffusion weighting is refused (CheckDesign).
+	flat := filepath.Join(dir, "flat")
+	write(t, flat+".bval", "0 0 0 0 0 0 0\n")
+	write(t, flat+".bvec", "0 1 0 0 0.6 0.8 0\n0 0 0.6 0 0.8 0 1\n0 0 0.8 1 0 0.6 0\n")
+	if _, err := Designs(flat); err == nil || !strings.Contains(err.Error(), "flat.bval") || !errors.Is(err, ErrUninformative) {
+		t.Errorf("all-b0 prefix: error %v", err)
 	}
 	if _, err := B3S().Designs("hcp"); err != nil {
 		t.Error(err)

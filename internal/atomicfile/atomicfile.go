@@ -2,13 +2,59 @@
 // any moment, see either the old content or the complete new file, never a
 // partial one: data go to a temporary file in the target directory, which is
 // synced and then renamed over the target.
+//
+// The temporary files being written are registered, so that a program
+// stopped by a signal can remove them (RemovePending) before it exits.
 package atomicfile
 
 import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"sync"
 )
+
+// pending holds the temporary files being written.
+var pending struct {
+	sync.Mutex
+	files map[string]struct{}
+}
+
+// Track registers path as a temporary file (or directory) to be removed by
+// RemovePending
+// and returns the function that unregisters it (call it once the file is
+// renamed or removed). Write tracks its own temporary files; other code
+// writing temporaries can use Track too.
+func Track(path string) (untrack func()) {
+	pending.Lock()
+	if pending.files == nil {
+		pending.files = map[string]struct{}{}
+	}
+	pending.files[path] = struct{}{}
+	pending.Unlock()
+	return func() {
+		pending.Lock()
+		delete(pending.files, path)
+		pending.Unlock()
+	}
+}
+
+// RemovePending removes every tracked temporary file and returns how many
+// it removed. A signal handler calls it before exiting; files being
+// written at that moment are removed under the writer, which is what the
+// exiting program wants.
+func RemovePending() int {
+	pending.Lock()
+	defer pending.Unlock()
+	n := 0
+	for p := range pending.files {
+		if _, err := os.Lstat(p); err == nil && os.RemoveAll(p) == nil {
+			n++
+		}
+		delete(pending.files, p)
+	}
+	return n
+}
 
 // Write creates path with the bytes produced by write. The temporary file is
 // removed when write or any later step fails, and path is left untouched.
@@ -23,11 +69,13 @@ func Write(path string, write func(w *bufio.Writer) error) (err error) {
 		return err
 	}
 	tmp := f.Name()
+	untrack := Track(tmp)
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
 		}
+		untrack()
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	if err = write(bw); err != nil {

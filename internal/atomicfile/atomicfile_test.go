@@ -69,3 +69,38 @@ func assertOnly(t *testing.T, dir, name string) {
 		t.Fatalf("directory holds %v, want only %s", names, name)
 	}
 }
+
+// TestRemovePending: a file being written is tracked and RemovePending
+// deletes it; a finished write is no longer tracked.
+func TestRemovePending(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteBytes(filepath.Join(dir, "done.txt"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Write(filepath.Join(dir, "big.bin"), func(w *bufio.Writer) error {
+			w.WriteString("partial")
+			w.Flush()
+			close(started)
+			<-release
+			return errors.New("stopped")
+		})
+	}()
+	<-started
+	if n := RemovePending(); n != 1 {
+		t.Errorf("RemovePending removed %d files, want 1", n)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "done.txt" {
+		t.Errorf("left %v, want only done.txt", entries)
+	}
+	close(release)
+	if err := <-errc; err == nil {
+		t.Error("the stopped write succeeded")
+	}
+	if n := RemovePending(); n != 0 {
+		t.Errorf("second RemovePending removed %d files", n)
+	}
+}

@@ -29,7 +29,9 @@ import (
 
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/internal/cputime"
+	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/models"
 )
 
@@ -125,6 +127,7 @@ type Stage struct {
 // Summary is what summary.json records, and what the report shows.
 type Summary struct {
 	GoVersion string                 `json:"go_version"`
+	Kernels   string                 `json:"kernels"` // the engine's kernel path
 	Workers   int                    `json:"workers"`
 	Started   string                 `json:"started"`
 	Models    map[string]models.Info `json:"models"`
@@ -150,13 +153,20 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	nz, err := scanSlices()
+	if err != nil {
+		return nil, fmt.Errorf("demo: bundled scan: %w", err)
+	}
+	if c.Slices > nz {
+		return nil, fmt.Errorf("demo: %d slices asked for, the bundled scan has %d; give at most %d (0: the whole brain)", c.Slices, nz, nz)
+	}
 	logf := func(format string, a ...any) {
 		if c.Log != nil {
 			fmt.Fprintf(c.Log, "demo: "+format+"\n", a...)
 		}
 	}
 	start, cpu0 := time.Now(), cpuSeconds()
-	s := &Summary{GoVersion: runtime.Version(), Workers: runtime.GOMAXPROCS(0), Started: start.UTC().Format(time.RFC3339),
+	s := &Summary{GoVersion: runtime.Version(), Kernels: kernels.Path(), Workers: runtime.GOMAXPROCS(0), Started: start.UTC().Format(time.RFC3339),
 		Models: map[string]models.Info{}, Stages: map[string]Stage{}}
 	stage := func(name string, f func() error) error {
 		t, cp := time.Now(), cpuSeconds()
@@ -166,6 +176,11 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		s.Stages[name] = Stage{Wall: time.Since(t).Seconds(), CPU: cpuSeconds() - cp}
 		return nil
 	}
+	lock, err := dirlock.Acquire(c.Out)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	defer lock.Release()
 	for _, d := range []string{dataDir, dmriDir, symbolicDir, figuresDir} {
 		if err := os.MkdirAll(filepath.Join(c.Out, d), 0o755); err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
@@ -182,7 +197,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := data.CopyTo(filepath.Join(c.Out, dataDir)); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	err := stage("dmri", func() (err error) {
+	err = stage("dmri", func() (err error) {
 		s.DMRI, err = runDMRI(ctx, c, logf)
 		return err
 	})

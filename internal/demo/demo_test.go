@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image/png"
 	"math"
 	"math/rand/v2"
@@ -286,5 +287,24 @@ func TestRunCancelled(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, ReportFile)); err == nil {
 		t.Error("a cancelled run wrote the report")
+	}
+}
+
+// TestRunRefusesTooManySlices: more slices than the bundled scan has is an
+// error naming the largest valid value, and nothing is written.
+func TestRunRefusesTooManySlices(t *testing.T) {
+	nz, err := scanSlices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "demo")
+	c := tinyConfig(out)
+	c.Slices = 1000
+	_, err = Run(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("give at most %d", nz)) {
+		t.Fatalf("err = %v, want one naming %d slices", err, nz)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the refused run created %s", out)
 	}
 }

@@ -1,8 +1,12 @@
 package demo
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -294,4 +298,27 @@ func percentile(v []float64, q float64) float64 {
 	}
 	slices.Sort(f)
 	return f[min(len(f)-1, int(q*float64(len(f))))]
+}
+
+// scanSlices returns the number of axial slices of the bundled scan, read
+// from its mask's header.
+func scanSlices() (int, error) {
+	b, err := data.Files.ReadFile(data.ScanMask)
+	if err != nil {
+		return 0, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", data.ScanMask, err)
+	}
+	hdr := make([]byte, 540) // a NIfTI-2 header; NIfTI-1 needs 348
+	n, err := io.ReadFull(zr, hdr)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return 0, fmt.Errorf("%s: %w", data.ScanMask, err)
+	}
+	h, err := nifti.ParseHeader(hdr[:n])
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", data.ScanMask, err)
+	}
+	return int(h.Dim[3]), nil
 }

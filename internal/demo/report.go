@@ -90,7 +90,7 @@ complexity at test time, without retraining: small λ favours few components.</p
 {{range $k, $v := .S.Stages}}<tr><td>{{$k}}</td><td>{{f1 $v.Wall}}</td><td>{{f1 $v.CPU}}</td></tr>
 {{end}}<tr><td>total</td><td>{{f1 .S.Total.Wall}}</td><td>{{f1 .S.Total.CPU}}</td></tr>
 </table>
-<p>{{.S.GoVersion}}, {{.S.Workers}} workers, started {{.S.Started}}.</p>
+<p>{{.S.GoVersion}}, {{.S.Kernels}} kernels, {{.S.Workers}} workers, started {{.S.Started}}.</p>
 <script>
 window.addEventListener("load", function () {
   var imgs = document.images, ok = 0;

@@ -1,11 +1,19 @@
-// Fast C kernels of package kernels, compiled by cgo with -O3 -march=native
-// -fopenmp-simd (flags in impl_cgo.go). The float semantics stay IEEE (no
-// -ffast-math, so NaN and Inf propagate as in the Go reference) except that
-// subnormals are flushed to zero inside the kernels (PK_FTZ below); the loops
-// that need reassociation to vectorise (sums, maxima) say so explicitly with
-// "#pragma omp simd reduction", which -fopenmp-simd honours without linking
-// an OpenMP runtime. exp is a branch-free polynomial (below) that gcc
-// vectorises, rather than libm's scalar expf.
+// The C kernels of package kernels. This file is compiled once per kernel
+// path by kernels_generic.c, kernels_avx2.c and kernels_avx512.c, each of
+// which sets the instruction set with "#pragma GCC target" and a suffix for
+// the exported names (kernels_rename.h); cgo's flags (impl_cgo.go) are
+// -O3 -fopenmp-simd without -march, so the binary runs on any x86-64 CPU
+// and kernels_dispatch.c chooses the copy at run time. Code for one
+// instruction set sits under its feature macro (__AVX512F__, __AVX2__),
+// which the target pragma defines.
+//
+// The float semantics stay IEEE (no -ffast-math, so NaN and Inf propagate
+// as in the Go reference) except that subnormals are flushed to zero
+// inside the kernels (PK_FTZ below); the loops that need reassociation to
+// vectorise (sums, maxima) say so explicitly with "#pragma omp simd
+// reduction", which -fopenmp-simd honours without linking an OpenMP
+// runtime. exp is a branch-free polynomial (below) that gcc vectorises,
+// rather than libm's scalar expf.
 //
 // Each function works on a range [lo, hi) so that the Go side can split the
 // work over goroutines with one cgo call (≈100 ns) per goroutine.
@@ -13,11 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
-#ifdef __AVX512F__
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-#pragma GCC target("prefer-vector-width=512")
 
 // PK_FTZ, first statement of every exported kernel, turns on flush-to-zero
 // and denormals-are-zero (MXCSR bits 15 and 6) for the kernel's duration
@@ -340,6 +346,81 @@ PK_INLINE float pk_gelu_grad(float x) {
 	return sg + 2.0f * x * sg * (1.0f - sg) * du;
 }
 
+// ---- portable vectors (the paths without AVX-512) ---------------------------
+//
+// gcc vector types of the path's native width: 8 lanes (one ymm register)
+// with AVX2, 4 (one xmm) otherwise. The vector exp and GELU below compute
+// what pk_exp and pk_gelu do lane by lane (rint as the add-and-subtract of
+// 1.5·2^23, exact in round-to-nearest for |x| < 2^22; selects as bit masks
+// from comparisons, so NaN takes the same branches as in the scalar code).
+#if defined(__AVX2__)
+#define PK_VW 8
+#else
+#define PK_VW 4
+#endif
+typedef float pk_vf __attribute__((vector_size(4 * PK_VW), aligned(4)));
+typedef int pk_vi __attribute__((vector_size(4 * PK_VW)));
+#define PK_VLD(p) (*(const pk_vf *)(p))
+#define PK_VST(p, v) (*(pk_vf *)(p) = (v))
+
+// pk_vsel returns a where the mask m (all ones or all zeros per lane) is set,
+// else b.
+PK_INLINE pk_vf pk_vsel(pk_vi m, pk_vf a, pk_vf b) { return (pk_vf)((m & (pk_vi)a) | (~m & (pk_vi)b)); }
+
+PK_INLINE pk_vf pk_vdup(float x) { return (pk_vf){0} + x; }
+
+PK_INLINE pk_vf pk_exp_v(pk_vf x) {
+	pk_vf xc = pk_vsel(x > 88.3f, pk_vdup(88.3f), x);
+	xc = pk_vsel(xc < -87.3f, pk_vdup(-87.3f), xc);
+	const pk_vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	pk_vf r = xc - n * 0.693359375f;
+	r = r + n * 2.12194440e-4f;
+	const pk_vf z = r * r;
+	pk_vf p = pk_vdup(1.9875691500e-4f);
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * z + r + 1.0f;
+	const pk_vi e = (__builtin_convertvector(n, pk_vi) + 127) << 23;
+	pk_vf y = p * (pk_vf)e;
+	y = pk_vsel(x > 88.3f, pk_vdup(INFINITY), y);
+	return pk_vsel(x < -87.3f, pk_vdup(0.0f), y);
+}
+
+// pk_gelu_sig_v is σ(2u) of pk_gelu; 1/(1+e) is 0 where e overflowed.
+PK_INLINE pk_vf pk_gelu_sig_v(pk_vf x, pk_vf x2) {
+	const pk_vf u = PK_GELU_C0 * (x + PK_GELU_C1 * x2 * x);
+	return 1.0f / (1.0f + pk_exp_v(-2.0f * u));
+}
+
+PK_INLINE pk_vf pk_gelu_v(pk_vf x) { return x * pk_gelu_sig_v(x, x * x); }
+
+PK_INLINE pk_vf pk_gelu_grad_v(pk_vf x) {
+	const pk_vf x2 = x * x;
+	const pk_vf sg = pk_gelu_sig_v(x, x2);
+	const pk_vf du = PK_GELU_C0 * (1.0f + 3.0f * PK_GELU_C1 * x2);
+	return sg + 2.0f * x * sg * (1.0f - sg) * du;
+}
+
+#if defined(__AVX2__)
+PK_INLINE float pk_hmax8(__m256 v) {
+	__m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_max_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+PK_INLINE float pk_hsum8(__m256 v) {
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+#endif
+
 // pk_key_span returns in [*j0, *j1) the union of the key ranges
 // [lo[r], hi[r]) of n query rows (empty rows skipped; an empty union gives
 // j0 = tk > j1 = 0, so a loop over it runs no iterations).
@@ -392,7 +473,9 @@ void pk_gelu_fwd(const float *x, float *y, long n) {
 		_mm512_mask_storeu_ps(y + i, m, pk_gelu16(_mm512_maskz_loadu_ps(m, x + i)));
 	}
 #else
-	for (long i = 0; i < n; i++) y[i] = pk_gelu(x[i]);
+	long i = 0;
+	for (; i + PK_VW <= n; i += PK_VW) PK_VST(y + i, pk_gelu_v(PK_VLD(x + i)));
+	for (; i < n; i++) y[i] = pk_gelu(x[i]);
 #endif
 }
 
@@ -405,7 +488,9 @@ void pk_gelu_bwd(const float *dy, const float *x, float *dx, long n) {
 		_mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), g));
 	}
 #else
-	for (long i = 0; i < n; i++) dx[i] += dy[i] * pk_gelu_grad(x[i]);
+	long i = 0;
+	for (; i + PK_VW <= n; i += PK_VW) PK_VST(dx + i, PK_VLD(dx + i) + PK_VLD(dy + i) * pk_gelu_grad_v(PK_VLD(x + i)));
+	for (; i < n; i++) dx[i] += dy[i] * pk_gelu_grad(x[i]);
 #endif
 }
 
@@ -422,7 +507,13 @@ void pk_bias_gelu_fwd(float *z, long lo, long hi, long n, const float *bias, flo
 				_mm512_mask_storeu_ps(yr + j, m, pk_gelu16(v));
 			}
 #else
-			for (long j = 0; j < n; j++) {
+			long j = 0;
+			for (; j + PK_VW <= n; j += PK_VW) {
+				const pk_vf v = PK_VLD(zr + j) + PK_VLD(bias + j);
+				PK_VST(zr + j, v);
+				PK_VST(yr + j, pk_gelu_v(v));
+			}
+			for (; j < n; j++) {
 				float v = zr[j] + bias[j];
 				zr[j] = v;
 				yr[j] = pk_gelu(v);
@@ -446,7 +537,13 @@ void pk_bias_gelu_bwd(const float *dy, const float *z, long lo, long hi, long n,
 			if (dbias) _mm512_mask_storeu_ps(dbias + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + j), v));
 		}
 #else
-		for (long j = 0; j < n; j++) {
+		long j = 0;
+		for (; j + PK_VW <= n; j += PK_VW) {
+			const pk_vf v = PK_VLD(g + j) * pk_gelu_grad_v(PK_VLD(zr + j));
+			if (dz) PK_VST(dz + r * n + j, PK_VLD(dz + r * n + j) + v);
+			if (dbias) PK_VST(dbias + j, PK_VLD(dbias + j) + v);
+		}
+		for (; j < n; j++) {
 			float v = g[j] * pk_gelu_grad(zr[j]);
 			if (dz) dz[r * n + j] += v;
 			if (dbias) dbias[j] += v;
@@ -733,6 +830,36 @@ PK_INLINE void pk_scores_direct(const float *qi, const float *K, long ldk, long 
 		}
 		return;
 	}
+#elif defined(__AVX2__)
+	// Eight keys at a time: q·k_u for eight keys as eight vectors of
+	// partial products, summed by a horizontal-add tree into one vector of
+	// eight scores (instead of eight separate horizontal reductions).
+	if (dh % 8 == 0 && dh <= 16 * PK_MAXV) {
+		__m256 qv[2 * PK_MAXV];
+		for (long c = 0; c < dh / 8; c++) qv[c] = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_loadu_ps(qi + 8 * c));
+		long j0 = jlo;
+		for (; j0 + 8 <= jhi; j0 += 8) {
+			__m256 m[8];
+			for (long u = 0; u < 8; u++) {
+				const float *kj = K + (j0 + u) * ldk;
+				__m256 x = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kj));
+				for (long c = 1; c < dh / 8; c++) x = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(kj + 8 * c), x);
+				m[u] = x;
+			}
+			const __m256 t0 = _mm256_hadd_ps(m[0], m[1]), t1 = _mm256_hadd_ps(m[2], m[3]);
+			const __m256 t2 = _mm256_hadd_ps(m[4], m[5]), t3 = _mm256_hadd_ps(m[6], m[7]);
+			const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+			_mm256_storeu_ps(sc + j0, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+				_mm256_permute2f128_ps(u0, u1, 0x31)));
+		}
+		for (; j0 < jhi; j0++) {
+			const float *kj = K + j0 * ldk;
+			__m256 x = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kj));
+			for (long c = 1; c < dh / 8; c++) x = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(kj + 8 * c), x);
+			sc[j0] = pk_hsum8(x);
+		}
+		return;
+	}
 #endif
 	for (long j = jlo; j < jhi; j++) {
 		const float *kj = K + j * ldk;
@@ -742,6 +869,27 @@ PK_INLINE void pk_scores_direct(const float *qi, const float *K, long ldk, long 
 		sc[j] = s * scale;
 	}
 }
+
+#if defined(__AVX2__)
+// pk_transpose8x8 transposes the 8×8 block whose rows are r[0..7].
+PK_INLINE void pk_transpose8x8(__m256 r[8]) {
+	__m256 t[8], u[8];
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+		r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+	}
+}
+#endif
 
 // pk_transpose copies the [tk][dh] head slice K (row stride ld) to
 // kt[d][j] (row stride ldt); with AVX-512 one masked gather per 16 keys and
@@ -757,6 +905,23 @@ PK_INLINE void pk_transpose(const float *K, long ld, long tk, const long dh, flo
 			_mm512_storeu_ps(kt + d * ldt + j0,
 				_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, K + d, 4));
 	}
+#elif defined(__AVX2__)
+	// Gathers are slow on AMD cores before Zen 4 (microcoded); 8×8 blocks
+	// are transposed in registers instead (keys past tk load as zeros, and
+	// kt has room for them: ldt is a multiple of 16).
+	if (dh % 8 == 0) {
+		for (long j0 = 0; j0 < tk; j0 += 8)
+			for (long d0 = 0; d0 < dh; d0 += 8) {
+				__m256 r[8];
+				for (long u = 0; u < 8; u++)
+					r[u] = j0 + u < tk ? _mm256_loadu_ps(K + (j0 + u) * ld + d0) : _mm256_setzero_ps();
+				pk_transpose8x8(r);
+				for (long v = 0; v < 8; v++) _mm256_storeu_ps(kt + (d0 + v) * ldt + j0, r[v]);
+			}
+		return;
+	}
+	for (long j = 0; j < tk; j++)
+		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
 #else
 	for (long j = 0; j < tk; j++)
 		for (long d = 0; d < dh; d++) kt[d * ldt + j] = K[j * ld + d];
@@ -800,10 +965,25 @@ PK_INLINE float pk_softmax_row(float *sc, long jlo, long jhi, const unsigned cha
 	for (long j = jb0; j < jlo; j++) sc[j] = -INFINITY;
 	if (a)
 		for (long j = jlo; j < jhi; j++) sc[j] = a[j] ? sc[j] : -INFINITY;
+	pk_vf vm = pk_vdup(-INFINITY);
+	long j = jlo;
+	for (; j + PK_VW <= jhi; j += PK_VW) {
+		const pk_vf x = PK_VLD(sc + j);
+		vm = pk_vsel(x > vm, x, vm);
+	}
 	float mx = -INFINITY;
-	for (long j = jlo; j < jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+	for (long u = 0; u < PK_VW; u++) mx = vm[u] > mx ? vm[u] : mx;
+	for (; j < jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+	pk_vf vs = {0};
+	j = jb0;
+	for (; j + PK_VW <= jhi; j += PK_VW) {
+		const pk_vf e = pk_exp_v(PK_VLD(sc + j) - mx);
+		PK_VST(sc + j, e);
+		vs += e;
+	}
 	float sum = 0;
-	for (long j = jb0; j < jhi; j++) {
+	for (long u = 0; u < PK_VW; u++) sum += vs[u];
+	for (; j < jhi; j++) {
 		sc[j] = pk_exp(sc[j] - mx);
 		sum += sc[j];
 	}
@@ -845,6 +1025,273 @@ PK_INLINE void pk_softmax4(float *P, long ldp, long tk) {
 			float *pb = P + r * ldp + 16 * b;
 			_mm512_storeu_ps(pb, _mm512_mul_ps(_mm512_loadu_ps(pb), inv[r]));
 		}
+}
+#endif
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2 versions of the inference forward's hot loops for Dh = 16, written
+// with intrinsics: gcc's lowering of the 16-lane vectors above to pairs of
+// ymm registers kept the accumulators in memory and built every scalar
+// broadcast through the stack (perf: a third of the forward in vmovss
+// stores and memory-operand FMAs; the cross-attention benchmark ran at
+// 4 GFLOP/s against 96 with AVX-512).
+
+PK_INLINE __m256 pk_exp8(__m256 x) { return (__m256)pk_exp_v((pk_vf)x); }
+
+// pk_scores4_16_avx2 is pk_scores4_16 one block of 16 keys at a time: four
+// queries × two ymm halves = eight accumulators, two key loads and four
+// broadcasts per d.
+PK_INLINE void pk_scores4_16_avx2(const float *Q, long ldq, const float *kt, long ldt, long nb, float scale,
+	float *P, long ldp) {
+	float qs[4][16] __attribute__((aligned(32)));
+	const __m256 vs = _mm256_set1_ps(scale);
+	for (long r = 0; r < 4; r++) {
+		_mm256_store_ps(qs[r], _mm256_mul_ps(_mm256_loadu_ps(Q + r * ldq), vs));
+		_mm256_store_ps(qs[r] + 8, _mm256_mul_ps(_mm256_loadu_ps(Q + r * ldq + 8), vs));
+	}
+	for (long b = 0; b < nb; b++) {
+		__m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+		const float *kb = kt + 16 * b;
+		for (long d = 0; d < 16; d++) {
+			const __m256 k0 = _mm256_loadu_ps(kb + d * ldt), k1 = _mm256_loadu_ps(kb + d * ldt + 8);
+			__m256 q = _mm256_broadcast_ss(&qs[0][d]);
+			a00 = _mm256_fmadd_ps(q, k0, a00);
+			a01 = _mm256_fmadd_ps(q, k1, a01);
+			q = _mm256_broadcast_ss(&qs[1][d]);
+			a10 = _mm256_fmadd_ps(q, k0, a10);
+			a11 = _mm256_fmadd_ps(q, k1, a11);
+			q = _mm256_broadcast_ss(&qs[2][d]);
+			a20 = _mm256_fmadd_ps(q, k0, a20);
+			a21 = _mm256_fmadd_ps(q, k1, a21);
+			q = _mm256_broadcast_ss(&qs[3][d]);
+			a30 = _mm256_fmadd_ps(q, k0, a30);
+			a31 = _mm256_fmadd_ps(q, k1, a31);
+		}
+		float *pb = P + 16 * b;
+		_mm256_storeu_ps(pb, a00);
+		_mm256_storeu_ps(pb + 8, a01);
+		_mm256_storeu_ps(pb + ldp, a10);
+		_mm256_storeu_ps(pb + ldp + 8, a11);
+		_mm256_storeu_ps(pb + 2 * ldp, a20);
+		_mm256_storeu_ps(pb + 2 * ldp + 8, a21);
+		_mm256_storeu_ps(pb + 3 * ldp, a30);
+		_mm256_storeu_ps(pb + 3 * ldp + 8, a31);
+	}
+}
+
+// pk_softmax4_avx2 is pk_softmax4 in 8-lane blocks: four unmasked rows of tk
+// scores (row stride ldp, padded to 16) normalised in place, interleaved.
+PK_INLINE void pk_softmax4_avx2(float *P, long ldp, long tk) {
+	const long nb = (tk + 7) / 8;
+	const __m256 ninf = _mm256_set1_ps(-INFINITY);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const long rem = tk - 8 * (nb - 1);
+	const __m256 last = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), lane));
+	__m256 m[4] = {ninf, ninf, ninf, ninf}, sum[4], mx[4], inv[4];
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			__m256 x = _mm256_loadu_ps(P + r * ldp + 8 * b);
+			if (b == nb - 1) x = _mm256_blendv_ps(ninf, x, last);
+			m[r] = _mm256_max_ps(m[r], x);
+		}
+	for (long r = 0; r < 4; r++) {
+		mx[r] = _mm256_set1_ps(pk_hmax8(m[r]));
+		sum[r] = _mm256_setzero_ps();
+	}
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 8 * b;
+			__m256 x = _mm256_loadu_ps(pb);
+			if (b == nb - 1) x = _mm256_blendv_ps(ninf, x, last);
+			const __m256 e = pk_exp8(_mm256_sub_ps(x, mx[r]));
+			_mm256_storeu_ps(pb, e);
+			sum[r] = _mm256_add_ps(sum[r], e);
+		}
+	for (long r = 0; r < 4; r++) inv[r] = _mm256_set1_ps(1.0f / pk_hsum8(sum[r]));
+	for (long b = 0; b < nb; b++)
+		for (long r = 0; r < 4; r++) {
+			float *pb = P + r * ldp + 8 * b;
+			_mm256_storeu_ps(pb, _mm256_mul_ps(_mm256_loadu_ps(pb), inv[r]));
+		}
+}
+
+// pk_pv4_16_avx2: out = P·V for four queries with Dh = 16 over keys
+// [j0, j1): eight accumulators, two loads of v_j and four broadcasts per
+// key; each query sums over j in order.
+PK_INLINE void pk_pv4_16_avx2(const float *P, long ldp, const float *V, long ldv, long j0, long j1, float *O,
+	long ldo) {
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+	for (long j = j0; j < j1; j++) {
+		const __m256 v0 = _mm256_loadu_ps(V + j * ldv), v1 = _mm256_loadu_ps(V + j * ldv + 8);
+		__m256 p = _mm256_broadcast_ss(P + j);
+		a00 = _mm256_fmadd_ps(p, v0, a00);
+		a01 = _mm256_fmadd_ps(p, v1, a01);
+		p = _mm256_broadcast_ss(P + ldp + j);
+		a10 = _mm256_fmadd_ps(p, v0, a10);
+		a11 = _mm256_fmadd_ps(p, v1, a11);
+		p = _mm256_broadcast_ss(P + 2 * ldp + j);
+		a20 = _mm256_fmadd_ps(p, v0, a20);
+		a21 = _mm256_fmadd_ps(p, v1, a21);
+		p = _mm256_broadcast_ss(P + 3 * ldp + j);
+		a30 = _mm256_fmadd_ps(p, v0, a30);
+		a31 = _mm256_fmadd_ps(p, v1, a31);
+	}
+	_mm256_storeu_ps(O, a00);
+	_mm256_storeu_ps(O + 8, a01);
+	_mm256_storeu_ps(O + ldo, a10);
+	_mm256_storeu_ps(O + ldo + 8, a11);
+	_mm256_storeu_ps(O + 2 * ldo, a20);
+	_mm256_storeu_ps(O + 2 * ldo + 8, a21);
+	_mm256_storeu_ps(O + 3 * ldo, a30);
+	_mm256_storeu_ps(O + 3 * ldo + 8, a31);
+}
+#endif
+
+#if !defined(__AVX512F__)
+// pk_pv_group computes out_i = Σ_j p_ij v_j for the nr ≤ qg queries of a
+// group in native-width vectors: NC = dh/PK_VW vectors per row, qg·NC ≤ 8
+// accumulators (12 ymm with the v_j loads: no spills, where the 16-lane
+// code of the AVX-512 path spilled on AVX2 and built its broadcasts through
+// memory). Every query sums over j in order.
+PK_INLINE void pk_pv_group(const float *P, long ldp, const float *V, long ldv, long j0, long j1, const long nr,
+	const long dh, float *O, long ldo, const int add) {
+	enum { NCMAX = 16 * PK_MAXV / PK_VW };
+	const long nc = dh / PK_VW;
+	pk_vf acc[4][NCMAX];
+	for (long r = 0; r < nr; r++)
+		for (long c = 0; c < nc; c++) acc[r][c] = (pk_vf){0};
+	for (long j = j0; j < j1; j++) {
+		const float *vj = V + j * ldv;
+		for (long c = 0; c < nc; c++) {
+			const pk_vf vv = PK_VLD(vj + PK_VW * c);
+			for (long r = 0; r < nr; r++) acc[r][c] += P[r * ldp + j] * vv;
+		}
+	}
+	for (long r = 0; r < nr; r++)
+		for (long c = 0; c < nc; c++)
+			PK_VST(O + r * ldo + PK_VW * c, add ? PK_VLD(O + r * ldo + PK_VW * c) + acc[r][c] : acc[r][c]);
+}
+
+// pk_pv_native is the P·V of the forward for the paths without AVX-512
+// (O = P·V), and with add set the backward's dQ += dS·K: groups of qg
+// queries (qg·dh/PK_VW ≤ 8 accumulators), their key spans united (p is
+// zero outside each row's span).
+PK_INLINE void pk_pv_native(const float *P, long ldp, const float *V, long ldv, const long *rlo, const long *rhi,
+	long nt, long tk, const long dh, float *O, long ldo, const int add) {
+	const long nc = dh / PK_VW;
+	const long qg = nc >= 8 ? 1 : nc >= 4 ? 2 : 4;
+	long i0 = 0;
+	for (; i0 + qg <= nt; i0 += qg) {
+		long j0, j1;
+		pk_key_span(rlo + i0, rhi + i0, qg, tk, &j0, &j1);
+		if (j0 >= j1) {
+			if (!add)
+				for (long r = 0; r < qg; r++) memset(O + (i0 + r) * ldo, 0, dh * sizeof(float));
+			continue;
+		}
+#if defined(__AVX2__)
+		if (dh == 16 && !add) {
+			pk_pv4_16_avx2(P + i0 * ldp, ldp, V, ldv, j0, j1, O + i0 * ldo, ldo);
+			continue;
+		}
+#endif
+		switch (qg) {
+		case 4: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 4, dh, O + i0 * ldo, ldo, add); break;
+		case 2: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 2, dh, O + i0 * ldo, ldo, add); break;
+		default: pk_pv_group(P + i0 * ldp, ldp, V, ldv, j0, j1, 1, dh, O + i0 * ldo, ldo, add);
+		}
+	}
+	for (; i0 < nt; i0++) {
+		if (rlo[i0] >= rhi[i0]) {
+			if (!add) memset(O + i0 * ldo, 0, dh * sizeof(float));
+			continue;
+		}
+		pk_pv_group(P + i0 * ldp, ldp, V, ldv, rlo[i0], rhi[i0], 1, dh, O + i0 * ldo, ldo, add);
+	}
+}
+
+// pk_scores_native is pk_scores for the paths without AVX-512: sc[j] =
+// scale·q·k_j over the blocks of 16 keys covering [jlo, jhi), from the
+// transposed keys kt ([dh][ldt]), two blocks (2·16/PK_VW native vectors) at
+// a time. Each score sums over d in order from the scaled query, as
+// pk_scores does.
+PK_INLINE void pk_scores_native(const float *qi, const float *kt, long ldt, long jlo, long jhi, const long dh,
+	float scale, float *sc) {
+	enum { NB = PK_JB / PK_VW };
+	long j0 = jlo & ~(long)(PK_JB - 1);
+	for (; j0 + 2 * PK_JB <= jhi || (j0 + PK_JB < jhi && j0 + 2 * PK_JB <= ldt); j0 += 2 * PK_JB) {
+		pk_vf a[2 * NB];
+		for (long u = 0; u < 2 * NB; u++) a[u] = (pk_vf){0};
+		for (long d = 0; d < dh; d++) {
+			const float qd = qi[d] * scale;
+			const float *kd = kt + d * ldt + j0;
+			for (long u = 0; u < 2 * NB; u++) a[u] += qd * PK_VLD(kd + PK_VW * u);
+		}
+		for (long u = 0; u < 2 * NB; u++) PK_VST(sc + j0 + PK_VW * u, a[u]);
+	}
+	for (; j0 < jhi; j0 += PK_JB) {
+		pk_vf a[NB];
+		for (long u = 0; u < NB; u++) a[u] = (pk_vf){0};
+		for (long d = 0; d < dh; d++) {
+			const float qd = qi[d] * scale;
+			const float *kd = kt + d * ldt + j0;
+			for (long u = 0; u < NB; u++) a[u] += qd * PK_VLD(kd + PK_VW * u);
+		}
+		for (long u = 0; u < NB; u++) PK_VST(sc + j0 + PK_VW * u, a[u]);
+	}
+}
+
+// pk_kv_grad_native is the backward's phase 2 for the paths without
+// AVX-512: for kg keys at a time, dk_j += Σ_i ds_ij q_i and dv_j += Σ_i
+// p_ij dout_i over the queries that see any of them, in 2·kg·dh/PK_VW ≤ 8
+// native accumulators (ds and p are zero outside the row spans).
+PK_INLINE void pk_kv_grad_native(const float *dsm, long ldt, const float *P, long tk, const float *Q, long ldq,
+	const float *dO, long ldo, const long *clo, const long *chi, const long dh, float *dK, long ldk, float *dV,
+	long ldv) {
+	enum { NCMAX = 16 * PK_MAXV / PK_VW };
+	const long nc = dh / PK_VW;
+	const long kg = nc <= 2 ? 2 : 1;
+	for (long j = 0; j < tk; j += kg) {
+		const long nk = tk - j < kg ? tk - j : kg;
+		long i0 = clo[j], i1 = chi[j];
+		for (long u = 1; u < nk; u++) {
+			i0 = clo[j + u] < i0 ? clo[j + u] : i0;
+			i1 = chi[j + u] > i1 ? chi[j + u] : i1;
+		}
+		if (i0 >= i1) continue;
+		pk_vf ak[2][NCMAX], av[2][NCMAX];
+		for (long u = 0; u < 2; u++)
+			for (long c = 0; c < nc; c++) ak[u][c] = av[u][c] = (pk_vf){0};
+		if (nk == 2) {
+			for (long i = i0; i < i1; i++) {
+				const float *dsi = dsm + i * ldt + j, *pi = P + i * tk + j;
+				const float *qi = Q + i * ldq, *doi = dO + i * ldo;
+				for (long c = 0; c < nc; c++) {
+					const pk_vf qv = PK_VLD(qi + PK_VW * c), dv = PK_VLD(doi + PK_VW * c);
+					ak[0][c] += dsi[0] * qv;
+					av[0][c] += pi[0] * dv;
+					ak[1][c] += dsi[1] * qv;
+					av[1][c] += pi[1] * dv;
+				}
+			}
+		} else {
+			for (long i = i0; i < i1; i++) {
+				const float ds0 = dsm[i * ldt + j], p0 = P[i * tk + j];
+				const float *qi = Q + i * ldq, *doi = dO + i * ldo;
+				for (long c = 0; c < nc; c++) {
+					ak[0][c] += ds0 * PK_VLD(qi + PK_VW * c);
+					av[0][c] += p0 * PK_VLD(doi + PK_VW * c);
+				}
+			}
+		}
+		for (long u = 0; u < nk; u++) {
+			float *dkj = dK + (j + u) * ldk, *dvj = dV + (j + u) * ldv;
+			for (long c = 0; c < nc; c++) {
+				PK_VST(dkj + PK_VW * c, PK_VLD(dkj + PK_VW * c) + ak[u][c]);
+				PK_VST(dvj + PK_VW * c, PK_VLD(dvj + PK_VW * c) + av[u][c]);
+			}
+		}
+	}
 }
 #endif
 
@@ -898,11 +1345,19 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		// into their probability rows (the softmax below then works in place).
 		long ns = 0, nsm = 0;
 		if (!probs && transposed && dh == 16)
-			for (; ns + 4 <= nt; ns += 4) pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
-#if defined(__AVX512F__)
+			for (; ns + 4 <= nt; ns += 4)
+#if defined(__AVX2__) && !defined(__AVX512F__)
+				pk_scores4_16_avx2(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+#else
+				pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+#endif
 		// Without a mask, the softmax of those rows four at a time.
+#if defined(__AVX512F__)
 		if (!allow_t)
 			for (; nsm < ns; nsm += 4) pk_softmax4(P + nsm * ldp, ldp, Tk);
+#elif defined(__AVX2__)
+		if (!allow_t)
+			for (; nsm < ns; nsm += 4) pk_softmax4_avx2(P + nsm * ldp, ldp, Tk);
 #endif
 		// Probability rows, zero outside the allowed span.
 		for (long i = 0; i < nt; i++) {
@@ -926,7 +1381,14 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			if (jlo >= jhi) continue;
 			const float *qi = Q + i * s->ldq;
 			if (transposed)
+#if defined(__AVX512F__)
 				pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+#else
+				if (dh % PK_VW == 0)
+					pk_scores_native(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+				else
+					pk_scores(qi, kt, ldt, jlo, jhi, dh, scale, sc);
+#endif
 			else
 				pk_scores_direct(qi, K, s->ldk, jlo, jhi, dh, scale, sc);
 			const float inv = 1.0f / pk_softmax_row(sc, jlo, jhi, a);
@@ -934,7 +1396,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// out = P·V.
 		long i0 = 0;
-		if (PK_VEC(dh)) {
+#if !defined(__AVX512F__)
+		if (dh % PK_VW == 0 && dh <= 16 * PK_MAXV) {
+			pk_pv_native(P, ldp, V, s->ldv, rlo, rhi, nt, Tk, dh, O, s->ldo, 0);
+			i0 = nt;
+		}
+#endif
+		if (i0 == nt) {
+			// done above
+		} else if (PK_VEC(dh)) {
 			const long ldv = s->ldv;
 			// Eight queries at a time for Dh = 16: four FMA chains (one per
 			// query) are bound by the FMA latency, one key per 4 cycles;
@@ -1158,7 +1628,14 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 #pragma omp simd reduction(+ : delta)
 			for (long d = 0; d < dh; d++) delta += doi[d] * oi[d];
 			if (transposed)
+#if defined(__AVX512F__)
 				pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+#else
+				if (dh % PK_VW == 0)
+					pk_scores_native(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+				else
+					pk_scores(doi, vt, ldt, jlo, jhi, dh, 1.0f, ds);
+#endif
 			else
 				pk_scores_direct(doi, V, s->ldv, jlo, jhi, dh, 1.0f, ds);
 			for (long j = jlo; j < jhi; j++) ds[j] = p[j] * (ds[j] - delta) * scale;
@@ -1172,7 +1649,15 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// Phase 1b: dq_i += Σ_j ds_ij k_j, four queries at a time so that
 		// each k_j load feeds four independent FMA chains.
-		if (PK_VEC(dh)) {
+#if !defined(__AVX512F__)
+		const int native = dh % PK_VW == 0 && dh <= 16 * PK_MAXV;
+		if (native) pk_pv_native(dsm, ldt, K, s->ldk, rlo, rhi, Tq, Tk, dh, dQ, s->ldq, 1);
+#else
+		const int native = 0;
+#endif
+		if (native) {
+			// done above
+		} else if (PK_VEC(dh)) {
 			for (long i0 = 0; i0 < Tq; i0 += 4) {
 				const long nr = Tq - i0 < 4 ? Tq - i0 : 4;
 				long j0 = Tk, j1 = 0;
@@ -1221,6 +1706,13 @@ PK_INLINE void pk_attn_bwd_body(const pk_attn_shape *s, const float *q, const fl
 		}
 		// Phase 2 (ds and p are zero outside the row spans).
 		long j = 0;
+#if !defined(__AVX512F__)
+		if (native) {
+			pk_kv_grad_native(dsm, ldt, P, Tk, Q, s->ldq, dO, s->ldo, clo, chi, dh, dk + b * Tk * s->ldk + h * dh, s->ldk,
+				dv + b * Tk * s->ldv + h * dh, s->ldv);
+			j = Tk;
+		}
+#endif
 		if (PK_VEC(dh) && dh <= 32) {
 			// Four keys at a time: eight independent FMA chains, and each
 			// q_i, dout_i load feeds four FMAs.
@@ -1639,18 +2131,210 @@ int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, lo
 	free(bp);
 	return 1;
 }
-int pk_have_sgemm(void) { return 1; }
 #else
-int pk_have_sgemm(void) { return 0; }
+// The same kernel for the paths without AVX-512, on the portable vectors:
+// a PK_GMR×(2·PK_VW) register tile (6×16 with AVX2: twelve ymm
+// accumulators, two B vectors and one broadcast of the sixteen registers,
+// the shape of BLIS's Haswell kernel; 6×8 in xmm registers otherwise), A
+// and B packed as in the AVX-512 kernel. Columns past n are zero in the
+// packed panels; their lanes are computed and dropped at the store.
+#define PK_GMR 6
+#define PK_GNR (2 * PK_VW)
 
-int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
-	int transb, float beta, float *c, long ldc) {
-	return 0;
+// pk_gv_tail loads the first nr (< PK_VW) floats at p into a vector padded
+// with zeros, and pk_gv_store_tail stores the first nr lanes.
+PK_INLINE pk_vf pk_gv_load(const float *p, long nr) {
+	if (nr >= PK_VW) return PK_VLD(p);
+	float t[PK_VW] = {0};
+	for (long u = 0; u < nr; u++) t[u] = p[u];
+	return PK_VLD(t);
+}
+PK_INLINE void pk_gv_store(float *p, long nr, pk_vf v) {
+	if (nr >= PK_VW) {
+		PK_VST(p, v);
+		return;
+	}
+	float t[PK_VW];
+	PK_VST(t, v);
+	for (long u = 0; u < nr; u++) p[u] = t[u];
+}
+
+// pk_gtile_row_store is pk_tile_row_store for one row of the portable tile
+// (x0: columns 0..PK_VW-1, x1: the next PK_VW; nr valid columns).
+PK_INLINE void pk_gtile_row_store(pk_vf x0, pk_vf x1, long nr, float beta, int first, int last, float *cr,
+	const float *bias, const float *resr, float *yr, int inplace) {
+	const long n0 = nr < PK_VW ? nr : PK_VW, n1 = nr - PK_VW;
+	if (!first) {
+		x0 += pk_gv_load(cr, n0);
+		if (n1 > 0) x1 += pk_gv_load(cr + PK_VW, n1);
+	} else if (beta != 0.0f) {
+		x0 = beta * pk_gv_load(cr, n0) + x0;
+		if (n1 > 0) x1 = beta * pk_gv_load(cr + PK_VW, n1) + x1;
+	}
+	if (last && bias) {
+		x0 += pk_gv_load(bias, n0);
+		if (n1 > 0) x1 += pk_gv_load(bias + PK_VW, n1);
+	}
+	if (last && resr) {
+		x0 += pk_gv_load(resr, n0);
+		if (n1 > 0) x1 += pk_gv_load(resr + PK_VW, n1);
+	}
+	if (last && inplace) {
+		x0 = pk_gelu_v(x0);
+		x1 = pk_gelu_v(x1);
+	}
+	pk_gv_store(cr, n0, x0);
+	if (n1 > 0) pk_gv_store(cr + PK_VW, n1, x1);
+	if (last && yr && !inplace) {
+		pk_gv_store(yr, n0, pk_gelu_v(x0));
+		if (n1 > 0) pk_gv_store(yr + PK_VW, n1, pk_gelu_v(x1));
+	}
+}
+
+// pk_gtile accumulates the tile over kc packed steps (ap: [p][PK_GMR], bp:
+// [p][PK_GNR]) in registers, each output in one chain over p in order, and
+// stores it.
+PK_INLINE void pk_gtile(const long mr, long kc, const float *ap, const float *bp, long nr, float alpha, float beta,
+	int first, int last, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	pk_vf acc0[PK_GMR], acc1[PK_GMR];
+	for (long r = 0; r < mr; r++) acc0[r] = acc1[r] = (pk_vf){0};
+	for (long p = 0; p < kc; p++) {
+		const pk_vf b0 = PK_VLD(bp + PK_GNR * p), b1 = PK_VLD(bp + PK_GNR * p + PK_VW);
+		const float *a = ap + PK_GMR * p;
+		for (long r = 0; r < mr; r++) {
+			acc0[r] += a[r] * b0;
+			acc1[r] += a[r] * b1;
+		}
+	}
+	for (long r = 0; r < mr; r++)
+		pk_gtile_row_store(alpha * acc0[r], alpha * acc1[r], nr, beta, first, last, c + r * ldc, bias,
+			res ? res + r * ldr : NULL, y ? y + r * ldy : NULL, y == c);
+}
+
+// pk_gtile_mr dispatches on the tile height so that each case is unrolled
+// with its accumulators in registers.
+PK_INLINE void pk_gtile_mr(long mr, long kc, const float *ap, const float *bp, long nr, float alpha, float beta,
+	int first, int last, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
+	switch (mr) {
+	case 6: pk_gtile(6, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 5: pk_gtile(5, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 4: pk_gtile(4, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 3: pk_gtile(3, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	case 2: pk_gtile(2, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr); break;
+	default: pk_gtile(1, kc, ap, bp, nr, alpha, beta, first, last, c, ldc, bias, y, ldy, res, ldr);
+	}
+}
+
+// pk_gpack_b packs columns [j0, j0+PK_GNR) of op(B) over k steps [p0,
+// p0+kc) as [p][PK_GNR], zero past n.
+static void pk_gpack_b(long kc, long p0, long j0, long n, const float *b, long ldb, int transb, float *dst) {
+	const long nr = n - j0 < PK_GNR ? n - j0 : PK_GNR;
+	if (!transb && nr == PK_GNR) {
+		for (long p = 0; p < kc; p++) {
+			const float *src = b + (p0 + p) * ldb + j0;
+			PK_VST(dst + PK_GNR * p, PK_VLD(src));
+			PK_VST(dst + PK_GNR * p + PK_VW, PK_VLD(src + PK_VW));
+		}
+		return;
+	}
+	for (long p = 0; p < kc; p++)
+		for (long u = 0; u < PK_GNR; u++)
+			dst[PK_GNR * p + u] = u >= nr ? 0.0f : transb ? b[(j0 + u) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + u];
+}
+
+// pk_gpack_a packs mr rows of op(A) over k steps [p0, p0+kc) as [p][PK_GMR]
+// (rows past mr zero). dst needs PK_GPACK_SLACK floats of room past its
+// end: the AVX2 path stores whole 8-lane columns, each overlapping the
+// next column's first two slots before that column is written.
+#define PK_GPACK_SLACK 8
+static void pk_gpack_a(long mr, long kc, long p0, const float *a, long ra, long ca, float *dst) {
+	long p = 0;
+	if (mr == PK_GMR && ra == 1) { // a transposed A (weight gradients): each step's rows are contiguous
+		for (; p < kc; p++) memcpy(dst + PK_GMR * p, a + (p0 + p) * ca, PK_GMR * sizeof(float));
+		return;
+	}
+#if defined(__AVX2__)
+	// Row-major A (the forward products): eight columns at a time through
+	// an 8×8 register transpose; the scalar loop below cost a fifth of the
+	// k = 64 products' time.
+	if (mr == PK_GMR && ca == 1)
+		for (; p + 8 <= kc; p += 8) {
+			__m256 r[8];
+			for (int i = 0; i < PK_GMR; i++) r[i] = _mm256_loadu_ps(a + i * ra + p0 + p);
+			r[6] = r[7] = _mm256_setzero_ps();
+			pk_transpose8x8(r);
+			for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + PK_GMR * (p + j), r[j]);
+		}
+#endif
+	for (; p < kc; p++)
+		for (long r = 0; r < PK_GMR; r++) dst[PK_GMR * p + r] = r < mr ? a[r * ra + (p0 + p) * ca] : 0.0f;
 }
 
 int pk_sgemm_ep(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
 	int transb, float beta, float *c, long ldc, const float *bias, float *y, long ldy, const float *res, long ldr) {
 	PK_FTZ;
-	return 0;
+	const long nt = (n + PK_GNR - 1) / PK_GNR;
+	if (k >= 1 && k <= 1024 && (m > 256 || ca == 1)) {
+		// Tall: all of op(B) packed once, each A tile packed once and run
+		// over every panel with the whole k in registers (as pk_sgemm_tall).
+		float *bpk = pk_alloc(nt * k * PK_GNR);
+		for (long t = 0; t < nt; t++) pk_gpack_b(k, 0, PK_GNR * t, n, b, ldb, transb, bpk + t * k * PK_GNR);
+		float apk[PK_GMR * 1024 + PK_GPACK_SLACK] __attribute__((aligned(64)));
+		for (long i0 = 0; i0 < m; i0 += PK_GMR) {
+			const long mr = m - i0 < PK_GMR ? m - i0 : PK_GMR;
+			pk_gpack_a(mr, k, 0, a + i0 * ra, ra, ca, apk);
+			for (long t = 0; t < nt; t++) {
+				const long j0 = PK_GNR * t;
+				pk_gtile_mr(mr, k, apk, bpk + t * k * PK_GNR, n - j0, alpha, beta, 1, 1, c + i0 * ldc + j0, ldc,
+					bias ? bias + j0 : NULL, y ? y + i0 * ldy + j0 : NULL, ldy, res ? res + i0 * ldr + j0 : NULL, ldr);
+			}
+		}
+		free(bpk);
+		return 1;
+	}
+	if (k == 0) {
+		for (long i = 0; i < m; i++)
+			for (long j = 0; j < n; j++) {
+				float x = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+				if (bias) x += bias[j];
+				if (res) x += res[i * ldr + j];
+				c[i * ldc + j] = x;
+				if (y) y[i * ldy + j] = pk_gelu(x);
+			}
+		return 1;
+	}
+	if (m > 256) return 0; // long k and many rows of a transposed A: OpenBLAS
+	// Short (weight gradients: k is the long dimension): per block of KB
+	// steps, all A tiles packed, then per panel of B the tiles run while
+	// the panel sits in L1 (as pk_sgemm_short).
+	enum { KB = 192 };
+	const long mt = (m + PK_GMR - 1) / PK_GMR;
+	float *apk = pk_alloc(mt * PK_GMR * KB + PK_GPACK_SLACK);
+	float bpk[KB * PK_GNR] __attribute__((aligned(64)));
+	for (long p0 = 0; p0 < k; p0 += KB) {
+		const long kc = k - p0 < KB ? k - p0 : KB;
+		const int first = p0 == 0, last = p0 + kc >= k;
+		for (long t = 0; t < mt; t++) {
+			const long i0 = t * PK_GMR;
+			pk_gpack_a(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, p0, a + i0 * ra, ra, ca, apk + t * PK_GMR * KB);
+		}
+		for (long j0 = 0; j0 < n; j0 += PK_GNR) {
+			pk_gpack_b(kc, p0, j0, n, b, ldb, transb, bpk);
+			for (long t = 0; t < mt; t++) {
+				const long i0 = t * PK_GMR;
+				pk_gtile_mr(m - i0 < PK_GMR ? m - i0 : PK_GMR, kc, apk + t * PK_GMR * KB, bpk, n - j0, alpha, beta,
+					first, last, c + i0 * ldc + j0, ldc, bias ? bias + j0 : NULL, y ? y + i0 * ldy + j0 : NULL, ldy,
+					res ? res + i0 * ldr + j0 : NULL, ldr);
+			}
+		}
+	}
+	free(apk);
+	return 1;
+}
+
+int pk_sgemm(long m, long n, long k, float alpha, const float *a, long ra, long ca, const float *b, long ldb,
+	int transb, float beta, float *c, long ldc) {
+	PK_FTZ;
+	return pk_sgemm_ep(m, n, k, alpha, a, ra, ca, b, ldb, transb, beta, c, ldc, NULL, NULL, 0, NULL, 0);
 }
 #endif
