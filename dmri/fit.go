@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -37,6 +38,14 @@ type FitSettings struct {
 	// BatchSize is the number of voxels per batch; it does not change the
 	// results (only memory, progress granularity and resume points).
 	BatchSize int `json:"batch_size"`
+	// Correct is the posterior correction (package correct): "" or "none",
+	// "is" or "smc". With a correction the model probabilities come from
+	// the corrected evidence of every model in the list and the joint
+	// samples from the corrected posteriors.
+	Correct string `json:"correct,omitempty"`
+	// CorrectParticles is the number of particles of one SMC run (0: the
+	// default of DefaultCorrectSettings).
+	CorrectParticles int `json:"correct_particles,omitempty"`
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
@@ -64,6 +73,11 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d importance samples, want ≥ 0", s.ESSSamples)
 	case s.BatchSize < 1:
 		return fmt.Errorf("dmri: batch size %d, want ≥ 1", s.BatchSize)
+	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
+		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
+	}
+	if _, err := correct.ParseMethod(s.Correct); err != nil {
+		return fmt.Errorf("dmri: %w", err)
 	}
 	if _, err := posterior.ParseSolver(s.Solver); err != nil {
 		return fmt.Errorf("dmri: %w", err)
@@ -129,6 +143,20 @@ type Fitter struct {
 	Sticks int   // number of stick components (≤ MaxFibres)
 	stick  []int // component index of each stick
 	frac   []int // position of each stick's fraction in Params.Fractions
+	cs     correct.Settings
+}
+
+// DefaultCorrectSettings are the correction settings of `dmri fit
+// --correct`: the library defaults with 4 replicates of 32 particles, 3
+// MALA moves per tempering step, a reference from 32 draws of q and a
+// final importance stage of 256 samples (IS: 64 importance samples),
+// sized for voxels: a fit corrects every model with q(M | x, λ) ≥
+// CorrectMinQ in every voxel (docs/dmri.md gives the cost).
+func DefaultCorrectSettings(m correct.Method) correct.Settings {
+	cs := correct.DefaultSettings(m)
+	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 32, 3, 32, 256
+	cs.Samples = 64 // IS: each sample needs the ODE log-density (12 VJPs per step for b3s)
+	return cs
 }
 
 // NewFitter checks that the network's family is a multi-shell ball and
@@ -142,6 +170,11 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	ft := &Fitter{post: p, fam: f, set: s}
 	solver, _ := posterior.ParseSolver(s.Solver)
 	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
+	method, _ := correct.ParseMethod(s.Correct)
+	ft.cs = DefaultCorrectSettings(method)
+	if s.CorrectParticles > 0 {
+		ft.cs.Particles = s.CorrectParticles
+	}
 	comps := f.Components()
 	simplexPos := map[int]int{}
 	for i, k := range f.Layout().Simplex {
@@ -223,13 +256,19 @@ type Batch struct {
 	D, DStd   []float32
 	ESS       []float32 // NaN when not computed
 	PPRMSE    []float32
+	// Correction diagnostics of the most probable model (NaN without a
+	// correction): the ESS of its weighted samples, its tempering steps
+	// (SMC), its log-evidence standard error, and 1 where the voxel's
+	// correction failed its diagnostics (0 otherwise).
+	CorrESS, CorrSteps, CorrLogZSE, CorrFailed []float32
 }
 
 func newBatch(start, n, samples, models, sticks int) *Batch {
 	b := &Batch{Start: start, N: n, Samples: samples, Models: models, Sticks: sticks,
 		ModelProb: make([]float32, n*models), ModelMass: make([]float32, n),
 		D: make([]float32, n*samples), DStd: make([]float32, n*samples),
-		ESS: make([]float32, n), PPRMSE: make([]float32, n)}
+		ESS: make([]float32, n), PPRMSE: make([]float32, n),
+		CorrESS: make([]float32, n), CorrSteps: make([]float32, n), CorrLogZSE: make([]float32, n), CorrFailed: make([]float32, n)}
 	for i := range sticks {
 		b.F[i] = make([]float32, n*samples)
 		b.Theta[i] = make([]float32, n*samples)
@@ -238,6 +277,12 @@ func newBatch(start, n, samples, models, sticks int) *Batch {
 	}
 	return b
 }
+
+var nan32 = float32(math.NaN())
+
+// CorrectMinQ is the network probability q(M | x, λ) below which a model
+// is left out of a voxel's correction (its corrected probability is 0).
+const CorrectMinQ = 1e-3
 
 // maskStreamTag separates the model-draw streams from everything else.
 const maskStreamTag = 0x6669746d61736b // "fitmask"
@@ -285,9 +330,54 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 
 	so := ft.so
 	so.Options = opt
-	ts, err := ft.post.SampleTheta(obs, masks, so)
-	if err != nil {
-		return nil, fmt.Errorf("dmri: parameter posterior: %w", err)
+	var thetas [][][]float64
+	if ft.cs.Method != correct.None {
+		cs := ft.cs
+		cs.Sample = so
+		// Candidates: the models holding at least CorrectMinQ of the
+		// network's q(M | x, λ) (at least the most probable one); the
+		// corrected posterior is exact within them, the others get 0.
+		cands := make([][][]bool, n)
+		pos := make([][]int, n)
+		for v := range n {
+			p := b.ModelProb[v*M : (v+1)*M]
+			for m := range M {
+				if float64(p[m]) >= CorrectMinQ || &ft.masks[m][0] == &mapMasks[v][0] {
+					cands[v] = append(cands[v], ft.masks[m])
+					pos[v] = append(pos[v], m)
+				}
+			}
+		}
+		corr, err := correct.Correct(ft.post, obs, cands, ft.set.Lambda, cs)
+		if err != nil {
+			return nil, fmt.Errorf("dmri: correction: %w", err)
+		}
+		thetas = make([][][]float64, n)
+		for v := range n {
+			c := &corr[v]
+			clear(b.ModelProb[v*M : (v+1)*M])
+			for k, m := range pos[v] {
+				b.ModelProb[v*M+m] = float32(c.Prob[k])
+			}
+			masks[v], thetas[v] = c.Draw(S)
+			mapMasks[v] = ft.masks[pos[v][c.Best()]]
+			r := c.Results[c.Best()]
+			b.CorrESS[v], b.CorrSteps[v], b.CorrLogZSE[v] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)
+			if c.Failed {
+				b.CorrFailed[v] = 1
+			}
+			c.Results = nil // the weighted samples are no longer needed
+		}
+	} else {
+		ts, err := ft.post.SampleTheta(obs, masks, so)
+		if err != nil {
+			return nil, fmt.Errorf("dmri: parameter posterior: %w", err)
+		}
+		thetas = make([][][]float64, n)
+		for v := range n {
+			thetas[v] = ts[v].Theta
+			b.CorrESS[v], b.CorrSteps[v], b.CorrLogZSE[v], b.CorrFailed[v] = nan32, nan32, nan32, nan32
+		}
 	}
 	if ft.set.ESSSamples > 0 {
 		eso := so
@@ -320,7 +410,7 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 			for v := w; v < n; v += workers {
 				clear(mean)
 				for j := range S {
-					th := ts[v].Theta[j]
+					th := thetas[v][j]
 					mk := masks[v][j]
 					nat := ft.fam.Natural(th, mk)
 					k := v*S + j

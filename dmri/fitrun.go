@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/nifti"
 )
 
@@ -76,6 +77,10 @@ func (a *Batch) place(b *Batch) {
 	copy(a.DStd[b.Start*S:], b.DStd)
 	copy(a.ESS[b.Start:], b.ESS)
 	copy(a.PPRMSE[b.Start:], b.PPRMSE)
+	copy(a.CorrESS[b.Start:], b.CorrESS)
+	copy(a.CorrSteps[b.Start:], b.CorrSteps)
+	copy(a.CorrLogZSE[b.Start:], b.CorrLogZSE)
+	copy(a.CorrFailed[b.Start:], b.CorrFailed)
 	for i := range a.Sticks {
 		copy(a.F[i][b.Start*S:], b.F[i])
 		copy(a.Theta[i][b.Start*S:], b.Theta[i])
@@ -163,6 +168,10 @@ type ModelSidecar struct {
 //	ess            normalised importance-sampling ESS under the MAP model
 //	               (when computed)
 //	pp_rmse        posterior-predictive RMSE of the b0-normalised signal
+//	correct_ess, correct_steps, correct_logz_se, correct_failed
+//	               with a correction: the MAP model's ESS, tempering
+//	               steps and log-evidence SE, and 1 where the voxel's
+//	               correction failed its diagnostics
 //	peaks          4-D, 3 volumes per stick: MRtrix-style peaks, the dyad
 //	               in scanner (world) coordinates scaled by its mean f
 func (ft *Fitter) WriteFit(dir string, s *Scan, a *Batch) error {
@@ -232,6 +241,20 @@ func (ft *Fitter) WriteFit(dir string, s *Scan, a *Batch) error {
 			}
 		}); err != nil {
 			return err
+		}
+	}
+	if ft.cs.Method != correct.None {
+		for _, m := range []struct {
+			name string
+			v    []float32
+		}{{"correct_ess", a.CorrESS}, {"correct_steps", a.CorrSteps}, {"correct_logz_se", a.CorrLogZSE}, {"correct_failed", a.CorrFailed}} {
+			if err := write(m.name, nifti.Float32, 1, func(vol *nifti.Volume) {
+				for v, i := range s.Voxels {
+					vol.Data[i] = m.v[v]
+				}
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	if err := write("pp_rmse", nifti.Float32, 1, func(vol *nifti.Volume) {

@@ -14,7 +14,7 @@ import (
 
 // The partial state of `prism dmri fit` is one file in the output folder:
 //
-//	"prism dmri fit state 1\n"
+//	"prism dmri fit state 2\n"
 //	key (one line of JSON: settings, network hash, inputs, voxel count)
 //	records, one per finished batch:
 //	    magic u32, start u32, n u32, payload length u32, payload, CRC-32 u32
@@ -25,7 +25,7 @@ import (
 // records plus at most one torn record at the end, which the next run
 // detects by its length or CRC and truncates.
 const (
-	stateMagicLine = "prism dmri fit state 1\n"
+	stateMagicLine = "prism dmri fit state 2\n"
 	recordMagic    = 0x42544650 // "PFTB"
 )
 
@@ -99,9 +99,9 @@ func OpenFitState(path string, key []byte, shape BatchShape, fresh bool) (*FitSt
 type BatchShape struct{ Samples, Models, Sticks int }
 
 func (sh BatchShape) payload(n int) int {
-	// ModelProb, ModelMass, F/θ/φ per stick, D, DStd, ESS, PPRMSE as
-	// float32, Active as bytes.
-	floats := n*sh.Models + n + 3*sh.Sticks*n*sh.Samples + 2*n*sh.Samples + 2*n
+	// ModelProb, ModelMass, F/θ/φ per stick, D, DStd, ESS, PPRMSE and the
+	// four correction diagnostics as float32, Active as bytes.
+	floats := n*sh.Models + n + 3*sh.Sticks*n*sh.Samples + 2*n*sh.Samples + 6*n
 	return 4*floats + sh.Sticks*n*sh.Samples
 }
 
@@ -173,7 +173,7 @@ func (b *Batch) arrays() [][]float32 {
 	for i := range b.Sticks {
 		a = append(a, b.F[i], b.Theta[i], b.Phi[i])
 	}
-	return append(a, b.D, b.DStd, b.ESS, b.PPRMSE)
+	return append(a, b.D, b.DStd, b.ESS, b.PPRMSE, b.CorrESS, b.CorrSteps, b.CorrLogZSE, b.CorrFailed)
 }
 
 func (b *Batch) marshal() []byte {

@@ -76,11 +76,20 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 			thetas[i] = ts[i].Theta
 		}
 	}
+	return p.PredictDraws(obs, masks, thetas, po), nil
+}
+
+// PredictDraws computes the predictive bands of given posterior draws:
+// observation i's draws are (masks[i][j], thetas[i][j]) (latent θ), e.g.
+// from a corrected posterior. Only po.Noise, po.Seed and po.Offset are
+// read.
+func (p *Posterior) PredictDraws(obs []Observation, masks [][][]bool, thetas [][][]float64, po PredictOptions) []Band {
 	out := make([]Band, len(obs))
 	var pcg rand.PCG
 	rng := rand.New(&pcg)
 	for i, o := range obs {
 		d := o.Design
+		n := len(thetas[i])
 		draws := make([]float64, n*d.N) // [sample][measurement]
 		for j := range n {
 			y := draws[j*d.N : (j+1)*d.N]
@@ -105,7 +114,7 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 		}
 		out[i] = b
 	}
-	return out, nil
+	return out
 }
 
 // quantile returns the q-quantile of sorted x by linear interpolation

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
@@ -49,6 +50,8 @@ type fitStateKey struct {
 	Weights    string  `json:"weights_sha256"`
 	Data       string  `json:"data_sha256"`
 	Voxels     int     `json:"voxels"`
+	Correct    string  `json:"correct,omitempty"`
+	Particles  int     `json:"correct_particles,omitempty"`
 }
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
@@ -66,6 +69,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
+	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
+	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")
@@ -123,7 +128,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	ckTime := time.Since(ckStart).Seconds()
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
-		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels)})
+		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s)})
 	if err != nil {
 		return err
 	}
@@ -204,6 +210,19 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(start).Seconds()
 	extra := fitRunExtra{RunInfo: info, ModelMassBelowHalf: lowMass, MeanModelMass: meanF32(all.ModelMass), MedianESS: medianF32(all.ESS)}
+	if correctKey(s.Correct) != "" {
+		failed := 0
+		for _, f := range all.CorrFailed {
+			if f == 1 {
+				failed++
+			}
+		}
+		extra.CorrectFailedVoxels = &failed
+		extra.MedianCorrectESS, extra.MedianCorrectLogZSE = medianF32(all.CorrESS), medianF32(all.CorrLogZSE)
+		if failed > 0 {
+			fmt.Fprintf(stderr, "dmri fit: --correct %s failed its diagnostics in %d of %d voxels (correct_failed map)\n", s.Correct, failed, nv)
+		}
+	}
 	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), extra); err != nil {
 		return err
 	}
@@ -225,6 +244,11 @@ type fitRunExtra struct {
 	MeanModelMass      float64 `json:"mean_model_mass"`
 	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
 	MedianESS          float64 `json:"median_ess,omitempty"`
+	// With --correct: voxels whose correction failed its diagnostics, and
+	// the medians of the correct_ess and correct_logz_se maps.
+	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
+	MedianCorrectESS    float64 `json:"median_correct_ess,omitempty"`
+	MedianCorrectLogZSE float64 `json:"median_correct_logz_se,omitempty"`
 }
 
 // scanHash is the SHA-256 of the preprocessed scan the network sees:
@@ -337,4 +361,20 @@ func (p *progressBar) finish() {
 func cpuSeconds() float64 {
 	s, _ := cputime.Seconds()
 	return s
+}
+
+// correctKey and correctParticlesKey put the correction into the state key
+// only when there is one, so that uncorrected runs keep their keys.
+func correctKey(m string) string {
+	if m == "none" {
+		return ""
+	}
+	return m
+}
+
+func correctParticlesKey(s dmri.FitSettings) int {
+	if correctKey(s.Correct) == "" {
+		return 0
+	}
+	return s.CorrectParticles
 }

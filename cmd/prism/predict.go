@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/plot"
@@ -22,6 +23,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	local := fs.String("local", "", "fix the model (0/1 mask string): local predictive; default: model-averaged over q(M | x, λ)")
 	samples := fs.Int("samples", 1000, "posterior draws per observation")
 	noise := fs.Bool("noise", false, "predict new noisy data (simulate) instead of the noiseless model output")
+	cf := addCorrectFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,6 +42,10 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	}
 	f := p.Family()
 	po := posterior.PredictOptions{SampleOptions: of.sampleOptions(), Lambda: *lambda, Samples: *samples, Noise: *noise}
+	cs, err := cf.settings(po.SampleOptions)
+	if err != nil {
+		return err
+	}
 	kind := "global"
 	if *local != "" {
 		if po.Mask, err = family.ParseMask(*local, len(f.Components())); err == nil {
@@ -50,9 +56,40 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		}
 		kind = "local"
 	}
-	bands, err := p.Predict(observations(in), po)
-	if err != nil {
-		return err
+	obs := observations(in)
+	var bands []posterior.Band
+	var corr []correct.Corrected
+	if cs.Method == correct.None {
+		if bands, err = p.Predict(obs, po); err != nil {
+			return err
+		}
+	} else {
+		// Candidates: the fixed model, or the distinct models among
+		// --samples draws of q(M | x, λ); draws from the corrected
+		// posterior over them.
+		cands := make([][][]bool, len(obs))
+		if po.Mask != nil {
+			cands = [][][]bool{{po.Mask}}
+		} else {
+			disc, err := p.Discover(obs, *lambda, *samples, 0, po.Options)
+			if err != nil {
+				return err
+			}
+			for i := range disc {
+				for _, r := range disc[i] {
+					cands[i] = append(cands[i], r.Mask)
+				}
+			}
+		}
+		if corr, err = cf.correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
+			return err
+		}
+		masks := make([][][]bool, len(obs))
+		thetas := make([][][]float64, len(obs))
+		for i := range corr {
+			masks[i], thetas[i] = corr[i].Draw(*samples)
+		}
+		bands = p.PredictDraws(obs, masks, thetas, po)
 	}
 	type lineJSON struct {
 		Index  int       `json:"index"`
@@ -62,12 +99,17 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		Mean   []float64 `json:"mean"`
 		Lo     []float64 `json:"lo"`
 		Hi     []float64 `json:"hi"`
+		// Correction is the corrected model posterior the draws came from.
+		Correction *correctionJSON `json:"correction,omitempty"`
 	}
 	lines := make([]any, len(in))
 	for i, b := range bands {
 		l := lineJSON{Index: i, Kind: kind, Mask: *local, Mean: b.Mean, Lo: b.Lo, Hi: b.Hi}
 		if po.Mask == nil {
 			l.Lambda = *lambda
+		}
+		if corr != nil {
+			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], 5)
 		}
 		lines[i] = l
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/obsfile"
@@ -163,7 +164,8 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	lambda := fs.Float64("lambda", 0.5, "complexity knob λ ∈ [0, 1] of the model prior")
 	models := fs.Int("models", 1000, "masks drawn from q(M | x, λ) per observation (distinct ones are reported, ranked by log q)")
 	top := fs.Int("top", 10, "report at most this many distinct models per observation (0: all)")
-	params := fs.Int("params", 100, "joint samples (M ~ q(M|x,λ), θ ~ q(θ|M,x)) per observation, in natural units (0: none)")
+	params := fs.Int("params", 100, "joint samples (M ~ q(M|x,λ), θ ~ q(θ|M,x)) per observation, in natural units (0: none); with --correct, from the corrected posterior over the reported models")
+	cf := addCorrectFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,16 +189,47 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	f := p.Family()
 	obs := observations(in)
 	so := of.sampleOptions()
+	cs, err := cf.settings(so)
+	if err != nil {
+		return err
+	}
 	disc, err := p.Discover(obs, *lambda, *models, *top, so.Options)
 	if err != nil {
 		return err
 	}
+	var corr []correct.Corrected
+	if cs.Method != correct.None {
+		cands := make([][][]bool, len(obs))
+		for i := range disc {
+			for _, r := range disc[i] {
+				cands[i] = append(cands[i], r.Mask)
+			}
+		}
+		if corr, err = cf.correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
+			return err
+		}
+	}
 	var joint []posterior.JointSet
-	if *params > 0 {
+	if corr != nil && *params > 0 {
+		joint = make([]posterior.JointSet, len(obs))
+		for i := range corr {
+			joint[i].Masks, joint[i].Theta = corr[i].Draw(*params)
+			joint[i].LogQ = make([]float64, len(joint[i].Masks))
+			for j, m := range joint[i].Masks {
+				for k, r := range corr[i].Results {
+					if &r.Mask[0] == &m[0] {
+						joint[i].LogQ[j] = corr[i].LogPost[k]
+					}
+				}
+			}
+		}
+	} else if *params > 0 {
 		if joint, err = p.SampleJoint(obs, *lambda, *params, false, so); err != nil {
 			return err
 		}
 	}
+	// LogQM is log q(M | x, λ) of the sample's model, or with --correct
+	// its log corrected posterior probability.
 	type sampleJSON struct {
 		Mask  string        `json:"mask"`
 		LogQM float64       `json:"log_q_mask"`
@@ -209,12 +242,17 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 		Models    []rankedJSON `json:"models"`
 		Samples   []sampleJSON `json:"samples,omitempty"`
 		NumModels int          `json:"draws"`
+		// Correction is the corrected posterior over the reported models.
+		Correction *correctionJSON `json:"correction,omitempty"`
 	}
 	lines := make([]any, len(in))
 	for i := range in {
 		l := lineJSON{Index: i, Lambda: *lambda, Models: toRankedJSON(f, disc[i]), NumModels: *models}
 		if in[i].Truth != nil {
 			l.TrueMask = family.MaskString(in[i].Truth)
+		}
+		if corr != nil {
+			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], 0)
 		}
 		if joint != nil {
 			for j, th := range joint[i].Theta {

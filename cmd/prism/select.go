@@ -27,6 +27,7 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	discover := fs.Int("discover", 0, "draw N masks per observation, take the approximate MAP model of each, and select within the --subspace most often selected ones (procedure (ii))")
 	subspace := fs.Int("subspace", 10, "with --discover: size of the model subspace selected across all observations")
 	top := fs.Int("top", 5, "report the K most probable models per observation (0: all)")
+	cf := addCorrectFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +45,10 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := memlimit.Check("--discover", int64(*discover), 0, float64(len(in))*p.MaskDrawBytes(), memlimit.Available()); err != nil {
+		return err
+	}
+	cs, err := cf.settings(of.sampleOptions())
+	if err != nil {
 		return err
 	}
 	f := p.Family()
@@ -65,12 +70,18 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	corr, err := cf.correctCandidates(p, obs, [][][]bool{cands}, *lambda, cs, stderr)
+	if err != nil {
+		return err
+	}
 	type lineJSON struct {
 		Index    int          `json:"index"`
 		Lambda   float64      `json:"lambda"`
 		TrueMask string       `json:"true_mask,omitempty"`
 		MAP      *rankedJSON  `json:"discovered_map,omitempty"`
 		Top      []rankedJSON `json:"top"`
+		// Correction ranks the candidates by the corrected posterior.
+		Correction *correctionJSON `json:"correction,omitempty"`
 	}
 	lines := make([]any, len(in))
 	for i := range in {
@@ -81,6 +92,9 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 		if disc != nil {
 			m := toRankedJSON(f, disc[i][:1])[0]
 			l.MAP = &m
+		}
+		if corr != nil {
+			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], *top)
 		}
 		lines[i] = l
 	}
