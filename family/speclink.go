@@ -1,0 +1,61 @@
+package family
+
+import (
+	"errors"
+	"fmt"
+)
+
+// SpecLoader builds a family from the text of a family spec file
+// (docs/spec.md); dir is the directory the file was read from, against
+// which relative paths in it (the simulator command) resolve. Package
+// family/spec installs it, so that programs linking that package can
+// re-create a spec family from a checkpoint that stores the spec's text.
+type SpecLoader func(text []byte, dir string) (Family, error)
+
+var specLoader SpecLoader
+
+// spec names installed with Install: they may be replaced, built-in
+// names may not.
+var installed = map[string]bool{}
+
+// SetSpecLoader installs the spec loader (called by family/spec's init).
+func SetSpecLoader(l SpecLoader) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	specLoader = l
+}
+
+// FromSpec builds the family of a spec file's text and installs it in the
+// registry (Install), so that Lookup finds it by name for the rest of the
+// process.
+func FromSpec(text []byte, dir string) (Family, error) {
+	registryMu.RLock()
+	l := specLoader
+	registryMu.RUnlock()
+	if l == nil {
+		return nil, errors.New("family: this program cannot read family spec files (import github.com/prismsbi/prism/family/spec)")
+	}
+	f, err := l(text, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := Install(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Install registers an already built family (from a spec file) under its
+// name. A family installed earlier under the same name is replaced; the
+// name of a built-in family (Register) is refused.
+func Install(f Family) error {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	name := f.Name()
+	if _, dup := registry[name]; dup && !installed[name] {
+		return fmt.Errorf("family: spec family name %q is the name of a built-in family; choose another name", name)
+	}
+	registry[name] = func() Family { return f }
+	installed[name] = true
+	return nil
+}
