@@ -20,9 +20,9 @@ type expr interface {
 }
 
 type (
-	num    float64
-	slot   int
-	neg    struct{ a expr }
+	num   float64
+	slot  int
+	neg   struct{ a expr }
 	binop struct {
 		op   byte
 		a, b expr
