@@ -117,7 +117,7 @@ func LoadWeightsFile(path string) (*Posterior, error) {
 	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
 		return nil, fmt.Errorf("posterior: %s: prism.config: %w", path, err)
 	}
-	f, err := family.Lookup(cfg.Family)
+	f, err := cfg.LookupFamily()
 	if err != nil {
 		return nil, fmt.Errorf("posterior: %s: %w", path, err)
 	}

@@ -26,6 +26,13 @@ import (
 type Config struct {
 	// Family is the model family's registry name (family.Lookup).
 	Family string `json:"family" yaml:"family"`
+	// Spec holds the text of the family spec file when the family came
+	// from one (prism train --spec; docs/spec.md), so that a checkpoint
+	// re-creates its family by itself; SpecDir is the file's directory,
+	// against which the simulator command resolves. Both are empty for
+	// built-in families and never read from YAML configs.
+	Spec    string `json:"spec,omitempty" yaml:"-"`
+	SpecDir string `json:"spec_dir,omitempty" yaml:"-"`
 	// Seed fixes everything random: the initial weights, the training and
 	// validation simulation streams and the network's training noise.
 	Seed uint64 `json:"seed" yaml:"seed"`
@@ -87,6 +94,23 @@ type Config struct {
 	// equal. The optimiser state starts fresh; the run counts its steps
 	// from 0. Stored in the checkpoints for provenance.
 	InitFrom string `json:"init_from,omitempty" yaml:"init_from"`
+}
+
+// LookupFamily returns the run's family: the one its stored spec file
+// describes (installed in the registry under its name), or the registered
+// family of that name.
+func (c *Config) LookupFamily() (family.Family, error) {
+	if c.Spec == "" {
+		return family.Lookup(c.Family)
+	}
+	f, err := family.FromSpec([]byte(c.Spec), c.SpecDir)
+	if err != nil {
+		return nil, fmt.Errorf("the run's family spec: %w", err)
+	}
+	if f.Name() != c.Family {
+		return nil, fmt.Errorf("the run's family spec names %q, the configuration %q", f.Name(), c.Family)
+	}
+	return f, nil
 }
 
 // ValidationConfig describes the validation set: Size simulations per
