@@ -44,7 +44,6 @@ type Family struct {
 
 var (
 	_ family.Family          = (*Family)(nil)
-	_ family.BatchSimulator  = (*Family)(nil)
 	_ family.ModelSpaceSizer = (*Family)(nil)
 )
 
@@ -400,28 +399,22 @@ func (f *Family) activeNoise(mask []bool) int {
 	panic(fmt.Sprintf("spec: %s: mask %s has no active noise component", f.Name(), family.MaskString(mask)))
 }
 
-// SimulateSamples runs an external simulator on a batch (BatchSimulator);
-// for the built-in simulator it draws each sample's noise from its
-// SimSeed.
-func (f *Family) SimulateSamples(samples []family.Sample, bad []bool) error {
-	if f.ext != nil {
-		return f.ext.simulate(samples, bad)
-	}
-	for i := range samples {
-		s := &samples[i]
-		f.Simulate(rand.New(rand.NewPCG(s.SimSeed, 0)), s.Design, s.Theta, s.Mask, s.X)
-		bad[i] = !finite(s.X)
-	}
-	return nil
+// External is a spec family whose observations come from an external
+// program: a family.BatchSimulator, so that training hands it whole
+// batches and survives its failures. (A built-in simulator's family is a
+// plain *Family, whose simulations match a built-in Go family's draw for
+// draw.)
+type External struct{ *Family }
+
+var _ family.BatchSimulator = External{}
+
+// SimulateSamples runs the external simulator on a batch.
+func (e External) SimulateSamples(samples []family.Sample, bad []bool) error {
+	return e.ext.simulate(samples, bad)
 }
 
-// MaxRedraws is the spec's retries (BatchSimulator).
-func (f *Family) MaxRedraws() int {
-	if f.ext != nil {
-		return f.ext.retries
-	}
-	return 2
-}
+// MaxRedraws is the spec's retries.
+func (e External) MaxRedraws() int { return e.ext.retries }
 
 func finite(x []float64) bool {
 	for _, v := range x {

@@ -122,8 +122,9 @@ type SimulatorSpec struct {
 	Retries *int `yaml:"retries"`
 }
 
-// Load reads and parses a spec file.
-func Load(path string) (*Family, error) {
+// Load reads and parses a spec file: a *Family for the built-in simulator,
+// an External for an external one.
+func Load(path string) (family.Family, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
@@ -141,7 +142,7 @@ func Load(path string) (*Family, error) {
 
 // Parse builds the family of a spec file's text; dir resolves the external
 // simulator's relative paths.
-func Parse(text []byte, dir string) (*Family, error) {
+func Parse(text []byte, dir string) (family.Family, error) {
 	var s File
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	dec.KnownFields(true)
@@ -154,7 +155,22 @@ func Parse(text []byte, dir string) (*Family, error) {
 	}
 	f.text = append([]byte(nil), text...)
 	f.dir = dir
+	if f.ext != nil {
+		return External{f}, nil
+	}
 	return f, nil
+}
+
+// Source returns the spec text and directory of a family built by Parse
+// or Load (ok false for other families).
+func Source(f family.Family) (text []byte, dir string, ok bool) {
+	switch s := f.(type) {
+	case *Family:
+		return s.text, s.dir, true
+	case External:
+		return s.text, s.dir, true
+	}
+	return nil, "", false
 }
 
 // build checks s and compiles it.
