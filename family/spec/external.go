@@ -230,7 +230,7 @@ func (p *pool) runChunk(samples []family.Sample, bad []bool) error {
 		p.free <- nil
 		msg := err.Error()
 		if st := w.cmd.ProcessState; st != nil && !strings.Contains(msg, "timeout") {
-			msg += "; the process " + st.String()
+			msg += "; the process ended with " + st.String()
 		}
 		if tail := strings.TrimSpace(w.stderr.String()); tail != "" {
 			msg += "; simulator stderr: " + lastLines(tail, 5)
@@ -313,14 +313,14 @@ func (p *pool) batchFrame(w *worker, samples []family.Sample) []byte {
 // roundTrip writes frame and decodes the reply into the samples.
 func (p *pool) roundTrip(w *worker, frame []byte, samples []family.Sample, bad []bool) error {
 	if _, err := w.stdin.Write(frame); err != nil {
-		return fmt.Errorf("writing the batch: %w (the simulator %s)", err, exitState(w))
+		return fmt.Errorf("writing the batch: %w (%s)", err, exitState(w))
 	}
 	var head [12]byte
 	if n, err := io.ReadFull(w.stdout, head[:]); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
-			return fmt.Errorf("no reply: the simulator closed its stdout (it %s)", exitState(w))
+			return fmt.Errorf("no reply: the simulator closed its stdout (%s)", exitState(w))
 		}
-		return fmt.Errorf("reading the reply header: got %d of 12 bytes (%v; the simulator %s)", n, err, exitState(w))
+		return fmt.Errorf("reading the reply header: got %d of 12 bytes (%v; %s)", n, err, exitState(w))
 	}
 	if string(head[:4]) != magicReply {
 		return fmt.Errorf("the reply starts with %q, want %q (is the simulator printing text to stdout? write messages to stderr)", head[:4], magicReply)
@@ -339,7 +339,7 @@ func (p *pool) roundTrip(w *worker, frame []byte, samples []family.Sample, bad [
 	}
 	body := w.buf[:need]
 	if got, err := io.ReadFull(w.stdout, body); err != nil {
-		return fmt.Errorf("short write: the reply ended after %d of %d bytes (%d of %d values; the simulator %s)", got, need, got/8, n*N, exitState(w))
+		return fmt.Errorf("short write: the reply ended after %d of %d bytes (%d of %d values; %s)", got, need, got/8, n*N, exitState(w))
 	}
 	for i := range samples {
 		x := samples[i].X[:N]
@@ -354,9 +354,9 @@ func (p *pool) roundTrip(w *worker, frame []byte, samples []family.Sample, bad [
 // exitState says what is known of a worker's process without waiting.
 func exitState(w *worker) string {
 	if w.cmd.ProcessState != nil {
-		return "exited: " + w.cmd.ProcessState.String()
+		return "the simulator exited: " + w.cmd.ProcessState.String()
 	}
-	return "crashed or exited?"
+	return "the simulator crashed, exited or closed its output"
 }
 
 // tailBuffer keeps the last max bytes written to it.
