@@ -2,6 +2,9 @@ package spec
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prismsbi/prism/family"
@@ -89,4 +92,35 @@ func TestPKExampleClosedForms(t *testing.T) {
 	if math.Abs(mean-1) > tol {
 		t.Errorf("mean z² %.4f, want 1 ± %.4f", mean, tol)
 	}
+}
+
+// BenchmarkExternalPK times the pharmacokinetics example through prism's
+// external-simulator path with one worker process, batches of 256 (λ, M,
+// θ drawn by prism, framing, the Python simulator, decoding), for
+// comparison with `python3 examples/pharmacokinetics/simulate.py --bench`
+// (the same numpy code alone; docs/benchmarks.md).
+func BenchmarkExternalPK(b *testing.B) {
+	numpytest.Require(b)
+	text, err := os.ReadFile("../../examples/pharmacokinetics/family.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, _ := filepath.Abs("../../examples/pharmacokinetics")
+	fam, err := Parse([]byte(strings.Replace(string(text), "workers: 2", "workers: 1", 1)), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fam.(External).Close()
+	out := make([]family.Sample, 256)
+	opt := family.SimOptions{Seed: 1, Lambda: math.NaN()}
+	if _, err := family.TrySimulateBatch(fam, opt, 0, out); err != nil { // start-up
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := family.TrySimulateBatch(fam, opt, uint64(i+1)*256, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*256)/b.Elapsed().Seconds(), "samples/s")
 }
