@@ -59,3 +59,20 @@ func Install(f Family) error {
 	installed[name] = true
 	return nil
 }
+
+// LikelihoodReporter is implemented by families that may lack a
+// likelihood: the external simulators of family/spec, whose LogLikelihood
+// and Forward are NaN. Likelihood-based tools (KSD, importance sampling,
+// predictive bands) skip such families.
+type LikelihoodReporter interface {
+	HasLikelihood() bool
+}
+
+// HasLikelihood reports whether f's LogLikelihood and Forward are usable
+// (true unless f says otherwise through LikelihoodReporter).
+func HasLikelihood(f Family) bool {
+	if r, ok := f.(LikelihoodReporter); ok {
+		return r.HasLikelihood()
+	}
+	return true
+}

@@ -42,6 +42,9 @@ func runForward(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--family: %w", err)
 	}
+	if !family.HasLikelihood(f) {
+		return fmt.Errorf("%s has no noiseless forward model (its simulator is an external program); use prism simulate", f.Name())
+	}
 	if *maskStr == "" {
 		return fmt.Errorf("--mask is required: %d characters 0/1 for the components of %s (see `prism families --json`)", len(f.Components()), f.Name())
 	}

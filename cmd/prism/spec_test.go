@@ -59,6 +59,20 @@ func TestSpecExampleEndToEnd(t *testing.T) {
 	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 4 || !strings.Contains(out, `"V"`) {
 		t.Fatalf("sample: %d lines, want 4 with the shared volume V: %.300s", n, out)
 	}
+	// eval simulates its test set through the worker processes and skips
+	// the likelihood-based checks; predict has no forward model to use.
+	evalDir := filepath.Join(t.TempDir(), "eval")
+	code, _, errs = prism("eval", "--checkpoint", run, "--n", "12", "--out", evalDir)
+	if code != 0 || !strings.Contains(errs, "skipped: pk-pathways has no likelihood") {
+		t.Fatalf("eval: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(evalDir, "report.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = prism("predict", "--checkpoint", run, "--obs", ex+"/observed.jsonl", "--lambda", "0.5")
+	if code == 0 || !strings.Contains(errs, "no noiseless forward model") {
+		t.Fatalf("predict: exit %d: %s", code, errs)
+	}
 }
 
 // TestSpecTrainHungSimulator: `prism train` on a simulator that never

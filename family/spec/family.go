@@ -416,6 +416,10 @@ func (e External) SimulateSamples(samples []family.Sample, bad []bool) error {
 // MaxRedraws is the spec's retries.
 func (e External) MaxRedraws() int { return e.ext.retries }
 
+// HasLikelihood is false: an external program gives simulations only
+// (family.LikelihoodReporter).
+func (e External) HasLikelihood() bool { return false }
+
 func finite(x []float64) bool {
 	for _, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
