@@ -65,6 +65,7 @@ type worker struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
+	out    io.Closer // the read end of stdout, closed to unblock a read
 	stderr *tailBuffer
 	buf    []byte
 	hello  bool // the hello frame was sent
@@ -128,7 +129,7 @@ func (p *pool) start() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.stdout = bufio.NewReaderSize(out, 1<<16)
+	w.stdout, w.out = bufio.NewReaderSize(out, 1<<16), out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", strings.Join(p.argv, " "), err)
 	}
@@ -261,7 +262,15 @@ func (p *pool) exchange(w *worker, samples []family.Sample, bad []bool) error {
 		if w.cmd.Process != nil {
 			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 		}
-		<-done // the killed process's pipes close
+		// The killed process's pipes close; should a descendant that left
+		// the process group keep stdout open, closing our end unblocks
+		// the read.
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			_ = w.out.Close()
+			<-done
+		}
 		return fmt.Errorf("no reply within the timeout of %s (hung simulator killed)", p.timeout)
 	}
 }
