@@ -64,9 +64,15 @@ func describeFamily(f family.Family) familyInfo {
 }
 
 func runFamilies(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("families", "[--json]", stderr)
+	fs := newFlagSet("families", "[--json] [--spec FILE.yaml]", stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array with every family's components and parameter names")
+	specPath := addSpecFlag(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// --spec checks a spec file and lists its family with the built-in ones.
+	var specName string
+	if _, err := applySpec(*specPath, &specName); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

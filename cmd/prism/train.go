@@ -193,6 +193,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "trained to step %d (%d steps this run in %s: %.0f samples/s, %.0f samples per CPU-second, waited for data %.1f%% of the time); checkpoint %s\n",
 		res.Step, res.StepsThisRun, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.SamplesPerCPUSec, 100*res.WaitShare,
 		filepath.Join(dir, train.LatestCheckpoint(dir)))
+	if res.Dropped > 0 {
+		fmt.Fprintf(stderr, "prism train: %d simulations gave NaN or infinite observations and were redrawn from the prior (dropped_samples in log.jsonl)\n", res.Dropped)
+	}
 	return nil
 }
 
