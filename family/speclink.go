@@ -3,6 +3,8 @@ package family
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 // SpecLoader builds a family from the text of a family spec file
@@ -75,4 +77,29 @@ func HasLikelihood(f Family) bool {
 		return r.HasLikelihood()
 	}
 	return true
+}
+
+// SpecSource is implemented by families built from a spec file: the file's
+// text and directory, which training stores in its checkpoints.
+type SpecSource interface {
+	SpecText() []byte
+	SpecDir() string
+}
+
+// LoadSpecFile reads a family spec file, builds its family and installs it
+// in the registry (FromSpec). Errors name the file.
+func LoadSpecFile(path string) (Family, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("family: spec file: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("family: spec file %s: %w", path, err)
+	}
+	f, err := FromSpec(text, dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return f, nil
 }

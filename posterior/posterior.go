@@ -38,9 +38,7 @@ import (
 
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
-	_ "github.com/prismsbi/prism/family/dmri"     // registers b3s, bszt for Load
-	_ "github.com/prismsbi/prism/family/lingauss" // registers lingauss-k6
-	_ "github.com/prismsbi/prism/family/symbolic" // registers symbolic-k15 …
+	_ "github.com/prismsbi/prism/family/all" // registers the families (and the spec loader) for Load
 	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/train"
 )

@@ -6,9 +6,7 @@ import (
 	"io"
 
 	"github.com/prismsbi/prism/family"
-	_ "github.com/prismsbi/prism/family/dmri"     // registers b3s, bszt
-	_ "github.com/prismsbi/prism/family/lingauss" // registers lingauss-k6
-	_ "github.com/prismsbi/prism/family/symbolic" // registers symbolic-k15 … symbolic-k100
+	_ "github.com/prismsbi/prism/family/all" // registers the built-in families and the spec loader
 )
 
 func init() {

@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/prismsbi/prism/family"
-	"github.com/prismsbi/prism/family/spec"
 	"github.com/prismsbi/prism/train"
 )
 
@@ -26,12 +25,9 @@ func applySpec(path string, famName *string) (family.Family, error) {
 	if *famName != "" {
 		return nil, errors.New("give --family or --spec, not both")
 	}
-	f, err := spec.Load(path)
+	f, err := family.LoadSpecFile(path) // installs the family under its name
 	if err != nil {
 		return nil, fmt.Errorf("--spec: %w", err)
-	}
-	if err := family.Install(f); err != nil {
-		return nil, fmt.Errorf("--spec %s: %w", path, err)
 	}
 	*famName = f.Name()
 	return f, nil
@@ -40,8 +36,8 @@ func applySpec(path string, famName *string) (family.Family, error) {
 // storeSpec records a spec family's text in a training configuration, so
 // that its checkpoints re-create the family by themselves.
 func storeSpec(cfg *train.Config, f family.Family) {
-	if text, dir, ok := spec.Source(f); ok {
-		cfg.Spec, cfg.SpecDir = string(text), dir
+	if s, ok := f.(family.SpecSource); ok {
+		cfg.Spec, cfg.SpecDir = string(s.SpecText()), s.SpecDir()
 	}
 }
 

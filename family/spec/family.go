@@ -52,11 +52,11 @@ const (
 	slotMu = 1
 )
 
-// Text returns the spec file's text and Dir its directory.
-func (f *Family) Text() []byte { return f.text }
+// SpecText returns the spec file's text (family.SpecSource).
+func (f *Family) SpecText() []byte { return f.text }
 
-// Dir returns the directory relative simulator paths resolve against.
-func (f *Family) Dir() string { return f.dir }
+// SpecDir returns the directory relative simulator paths resolve against.
+func (f *Family) SpecDir() string { return f.dir }
 
 // External reports whether observations come from an external program.
 func (f *Family) External() bool { return f.ext != nil }

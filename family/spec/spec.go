@@ -164,11 +164,8 @@ func Parse(text []byte, dir string) (family.Family, error) {
 // Source returns the spec text and directory of a family built by Parse
 // or Load (ok false for other families).
 func Source(f family.Family) (text []byte, dir string, ok bool) {
-	switch s := f.(type) {
-	case *Family:
-		return s.text, s.dir, true
-	case External:
-		return s.text, s.dir, true
+	if s, is := f.(family.SpecSource); is {
+		return s.SpecText(), s.SpecDir(), true
 	}
 	return nil, "", false
 }
