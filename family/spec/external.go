@@ -53,6 +53,7 @@ type pool struct {
 	timeout time.Duration
 	retries int
 	hello   []byte
+	helloMu sync.Once
 
 	mu      sync.Mutex
 	workers []*worker    // all started workers
@@ -97,7 +98,7 @@ func (f *Family) columns() []string {
 }
 
 func (p *pool) helloFrame() []byte {
-	if p.hello == nil {
+	p.helloMu.Do(func() {
 		h := Hello{Version: 1, Family: p.f.Name(), Grid: p.f.grid, Columns: p.f.columns()}
 		for _, c := range p.f.comps {
 			h.Components = append(h.Components, c.Name)
@@ -109,7 +110,7 @@ func (p *pool) helloFrame() []byte {
 		b := append([]byte(magicHello), 0, 0, 0, 0)
 		binary.LittleEndian.PutUint32(b[4:], uint32(len(js)))
 		p.hello = append(b, js...)
-	}
+	})
 	return p.hello
 }
 
