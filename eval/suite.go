@@ -294,7 +294,9 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	if !math.IsNaN(cfg.Lambda) {
 		rep.Lambda = fmt.Sprint(cfg.Lambda)
 	}
-	r.simulate()
+	if err := r.simulate(); err != nil {
+		return nil, err
+	}
 	r.progress("simulated %d test observations", cfg.N)
 
 	ms, err := r.maskSBC(rep)
@@ -307,7 +309,11 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.progress("parameter SBC: CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)", rep.Param.CE.Value, rep.Param.Band.Upper, rep.Param.DependentBand.Upper)
-	if cfg.KSDObs > 0 {
+	lik := family.HasLikelihood(f)
+	if !lik {
+		r.progress("KSD, importance sampling and predictive checks skipped: %s has no likelihood (an external simulator)", f.Name())
+	}
+	if cfg.KSDObs > 0 && lik {
 		if rep.KSD, err = r.ksd(ts); err != nil {
 			return nil, err
 		}
@@ -321,13 +327,13 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 			r.progress("exact model posterior: mean TV %.4f", rep.Exact.TV.Value)
 		}
 	}
-	if cfg.ISObs > 0 {
+	if cfg.ISObs > 0 && lik {
 		if rep.Evidence, err = r.evidence(ms); err != nil {
 			return nil, err
 		}
 		r.progress("importance sampling: mean ESS %.3f, R² of two sets %.4f", rep.Evidence.ESS.Value, rep.Evidence.R2Sets.Value)
 	}
-	if cfg.PredObs > 0 {
+	if cfg.PredObs > 0 && lik {
 		if rep.Predictive, err = r.predictive(ts); err != nil {
 			return nil, err
 		}
@@ -344,10 +350,13 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func (r *run) simulate() {
+func (r *run) simulate() error {
 	n := r.cfg.N
 	r.sims = make([]family.Sample, n)
-	family.SimulateBatch(r.f, family.SimOptions{Seed: r.seed(streamTest), Lambda: r.cfg.Lambda}, 0, r.sims)
+	// TrySimulateBatch: an external simulator gets whole batches and may fail.
+	if _, err := family.TrySimulateBatch(r.f, family.SimOptions{Seed: r.seed(streamTest), Lambda: r.cfg.Lambda}, 0, r.sims); err != nil {
+		return fmt.Errorf("eval: simulating the test set: %w", err)
+	}
 	r.obs = make([]posterior.Observation, n)
 	r.lams = make([]float64, n)
 	r.active = make([][]bool, n)
@@ -356,6 +365,7 @@ func (r *run) simulate() {
 		r.lams[i] = s.Lambda
 		r.active[i] = r.p.Active(s.Mask)
 	}
+	return nil
 }
 
 // byLambda calls fn once per distinct λ with the indices of the

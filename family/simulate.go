@@ -21,6 +21,9 @@ type Sample struct {
 	// LogWeight is log p(θ)/r(θ) when θ came from a training proposal r
 	// instead of the prior (SimOptions.Proposal); 0 otherwise.
 	LogWeight float64
+	// SimSeed seeds an external simulator's noise for this sample
+	// (TrySimulateBatch with a BatchSimulator); 0 otherwise.
+	SimSeed uint64
 
 	covBuf []float64 // reused covariate storage for DesignSamplerInto
 	active []bool    // reused latent activity for SimOptions.Proposal
@@ -295,4 +298,141 @@ func BaseCount(f Family, mask []bool) int {
 		}
 	}
 	return n
+}
+
+// BatchSimulator is implemented by families whose simulator runs outside
+// the process on whole batches and can fail: the external simulators of
+// family/spec. TrySimulateBatch draws λ, M, θ and the design of every
+// sample as usual, gives each sample a simulator seed (the next Uint64 of
+// its random source) and hands the batch to SimulateSamples instead of
+// calling Simulate sample by sample.
+type BatchSimulator interface {
+	// SimulateSamples fills X of every sample (length Design.N). It sets
+	// bad[i] when sample i's observation is unusable (a NaN or infinite
+	// value) and returns an error only when the batch as a whole failed
+	// after the simulator's own retries (a crash, a hang, a malformed
+	// reply); the error names the batch and its component values.
+	SimulateSamples(samples []Sample, bad []bool) error
+	// MaxRedraws is how often a sample whose observation was unusable is
+	// redrawn from the prior before TrySimulateBatch gives up.
+	MaxRedraws() int
+}
+
+// TrySimulateBatch is SimulateBatch for families that may fail. For a
+// BatchSimulator, a sample whose observation is unusable is dropped and
+// replaced by a fresh draw (λ, M, θ, design) from the same per-sample random
+// source, so the stream stays reproducible; it returns how many draws were
+// dropped. Once a sample has been redrawn MaxRedraws times without success,
+// or the simulator fails as a whole, it returns an error. For every other
+// family it is SimulateBatch and never fails.
+func TrySimulateBatch(f Family, opt SimOptions, start uint64, out []Sample) (dropped int, err error) {
+	bs, ok := f.(BatchSimulator)
+	if !ok {
+		SimulateBatch(f, opt, start, out)
+		return 0, nil
+	}
+	ds := opt.Designs
+	if ds == nil {
+		if ds, err = f.Designs(""); err != nil {
+			return 0, fmt.Errorf("family: %s has no default design: %w", f.Name(), err)
+		}
+	}
+	C, dmax, prior := len(f.Components()), f.Layout().DMax, f.MaskPrior()
+	rngs := make([]*rand.Rand, len(out))
+	for i := range out {
+		out[i].Index = start + uint64(i)
+		rngs[i] = SampleRNG(opt.Seed, out[i].Index)
+		drawPrior(f, prior, ds, opt, C, dmax, rngs[i], &out[i])
+	}
+	bad := make([]bool, len(out))
+	pending := make([]int, len(out)) // positions in out still to simulate
+	for i := range pending {
+		pending[i] = i
+	}
+	batch := out
+	for round := 0; ; round++ {
+		if round > 0 {
+			batch = make([]Sample, len(pending))
+			for j, i := range pending {
+				batch[j] = out[i]
+			}
+		}
+		if err := bs.SimulateSamples(batch, bad[:len(batch)]); err != nil {
+			return dropped, err
+		}
+		var failed []int
+		for j, i := range pending {
+			out[i] = batch[j]
+			if bad[j] {
+				failed = append(failed, i)
+			}
+		}
+		if len(failed) == 0 {
+			return dropped, nil
+		}
+		dropped += len(failed)
+		if round == bs.MaxRedraws() {
+			s := &out[failed[0]]
+			return dropped, fmt.Errorf("family: %s: sample %d (mask %s, %s) and %d other(s) of samples %d–%d still gave a NaN or infinite observation after %d redraw(s) from the prior",
+				f.Name(), s.Index, MaskString(s.Mask), DescribeParams(f, s.Theta, s.Mask), len(failed)-1, start, start+uint64(len(out))-1, round)
+		}
+		for _, i := range failed {
+			drawPrior(f, prior, ds, opt, C, dmax, rngs[i], &out[i])
+		}
+		pending = failed
+	}
+}
+
+// drawPrior draws λ, the mask, θ and the design of s from r (the steps of
+// simulateRange before the simulator) and then the simulator seed.
+func drawPrior(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, C, dmax int, r *rand.Rand, s *Sample) {
+	s.Lambda = opt.Lambda
+	if math.IsNaN(s.Lambda) {
+		s.Lambda = r.Float64()
+	}
+	s.Mask = resize(s.Mask, C)
+	prior.Sample(r, s.Lambda, s.Mask)
+	s.Theta = resize(s.Theta, dmax)
+	for j := range s.Theta {
+		s.Theta[j] = r.NormFloat64()
+	}
+	s.LogWeight = 0
+	if opt.Proposal != nil {
+		if lay := f.Layout(); lay.FractionLatents() > 0 {
+			s.active = resize(s.active, dmax)
+			lay.Active(s.Mask, s.active)
+			s.LogWeight = opt.Proposal.draw(r, s.Theta, s.active, lay.FractionLatents())
+		}
+	}
+	s.Design = ds.SampleDesign(r)
+	s.X = resize(s.X, s.Design.N)
+	s.SimSeed = r.Uint64()
+}
+
+// DescribeParams renders the natural parameters of the active components
+// for error messages: "Const.c1=0.31 Sine.c1=-1.2 …".
+func DescribeParams(f Family, theta []float64, mask []bool) string {
+	p := f.Natural(theta, mask)
+	var b strings.Builder
+	comps := f.Components()
+	for k, c := range comps {
+		vals, ok := p.Components[k]
+		if !ok {
+			continue
+		}
+		for _, prm := range c.Params {
+			if v, ok := vals[prm.Name]; ok {
+				fmt.Fprintf(&b, "%s.%s=%.6g ", c.Name, prm.Name, v)
+			}
+		}
+	}
+	for _, prm := range f.Layout().Shared {
+		if v, ok := p.Shared[prm.Name]; ok {
+			fmt.Fprintf(&b, "%s=%.6g ", prm.Name, v)
+		}
+	}
+	if b.Len() == 0 {
+		return "no parameters"
+	}
+	return "parameters " + strings.TrimSpace(b.String())
 }

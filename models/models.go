@@ -29,7 +29,6 @@ import (
 	"sync"
 
 	"github.com/prismsbi/prism/engine/safetensors"
-	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/posterior"
@@ -206,7 +205,7 @@ func decodeNet(data []byte) (*network.Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := family.Lookup(h.cfg.Family)
+	f, err := h.cfg.LookupFamily()
 	if err != nil {
 		return nil, err
 	}

@@ -38,9 +38,7 @@ import (
 
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
-	_ "github.com/prismsbi/prism/family/dmri"     // registers b3s, bszt for Load
-	_ "github.com/prismsbi/prism/family/lingauss" // registers lingauss-k6
-	_ "github.com/prismsbi/prism/family/symbolic" // registers symbolic-k15 …
+	_ "github.com/prismsbi/prism/family/all" // registers the families (and the spec loader) for Load
 	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/train"
 )
@@ -117,7 +115,7 @@ func LoadWeightsFile(path string) (*Posterior, error) {
 	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
 		return nil, fmt.Errorf("posterior: %s: prism.config: %w", path, err)
 	}
-	f, err := family.Lookup(cfg.Family)
+	f, err := cfg.LookupFamily()
 	if err != nil {
 		return nil, fmt.Errorf("posterior: %s: %w", path, err)
 	}

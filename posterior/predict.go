@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/prismsbi/prism/family"
 )
 
 // PredictOptions configure the posterior predictive.
@@ -43,6 +45,9 @@ func (p *Posterior) Predict(obs []Observation, po PredictOptions) ([]Band, error
 	}
 	if n < 0 {
 		return nil, fmt.Errorf("posterior: Predict with %d samples", n)
+	}
+	if !family.HasLikelihood(p.fam) {
+		return nil, fmt.Errorf("posterior: %s has no noiseless forward model (an external simulator), so there is no predictive band; simulate from posterior samples instead (prism sample)", p.fam.Name())
 	}
 	var masks [][][]bool
 	var thetas [][][]float64

@@ -13,7 +13,6 @@ import (
 
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/engine/safetensors"
-	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/network"
 )
@@ -323,7 +322,7 @@ func LoadNetwork(dir string, ema bool) (*network.Net, Config, State, error) {
 	if err != nil {
 		return nil, Config{}, State{}, err
 	}
-	f, err := family.Lookup(ck.cfg.Family)
+	f, err := ck.cfg.LookupFamily()
 	if err != nil {
 		return nil, Config{}, State{}, fmt.Errorf("train: checkpoint: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/prismsbi/prism/configs"
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/network"
@@ -26,6 +27,13 @@ import (
 type Config struct {
 	// Family is the model family's registry name (family.Lookup).
 	Family string `json:"family" yaml:"family"`
+	// Spec holds the text of the family spec file when the family came
+	// from one (prism train --spec; docs/spec.md), so that a checkpoint
+	// re-creates its family by itself; SpecDir is the file's directory,
+	// against which the simulator command resolves. Both are empty for
+	// built-in families and never read from YAML configs.
+	Spec    string `json:"spec,omitempty" yaml:"-"`
+	SpecDir string `json:"spec_dir,omitempty" yaml:"-"`
 	// Seed fixes everything random: the initial weights, the training and
 	// validation simulation streams and the network's training noise.
 	Seed uint64 `json:"seed" yaml:"seed"`
@@ -87,6 +95,23 @@ type Config struct {
 	// equal. The optimiser state starts fresh; the run counts its steps
 	// from 0. Stored in the checkpoints for provenance.
 	InitFrom string `json:"init_from,omitempty" yaml:"init_from"`
+}
+
+// LookupFamily returns the run's family: the one its stored spec file
+// describes (installed in the registry under its name), or the registered
+// family of that name.
+func (c *Config) LookupFamily() (family.Family, error) {
+	if c.Spec == "" {
+		return family.Lookup(c.Family)
+	}
+	f, err := family.FromSpec([]byte(c.Spec), c.SpecDir)
+	if err != nil {
+		return nil, fmt.Errorf("the run's family spec: %w", err)
+	}
+	if f.Name() != c.Family {
+		return nil, fmt.Errorf("the run's family spec names %q, the configuration %q", f.Name(), c.Family)
+	}
+	return f, nil
 }
 
 // ValidationConfig describes the validation set: Size simulations per
@@ -227,12 +252,29 @@ func optimFromEngine(c optim.Config) OptimConfig {
 // validation simulations per stream every 500 steps, 4 steps of prefetch
 // on one simulator goroutine, network.DefaultConfig(f) and
 // optim.DefaultConfig() (RAdam 5e-4, AGC 2.0, EMA 0.999). Families with a
-// shipped configuration (configs/FAMILY.yaml: lingauss-k6, symbolic-k15,
-// symbolic-k50, b3s, b3s-brain, bszt) get its sizes instead (tuned, see that file
-// and docs/training.md), so that `prism train --family F` without
-// --config trains the shipped setting. Neither Steps nor Minutes is set.
+// shipped configuration (configs/FAMILY.yaml, embedded by package configs:
+// lingauss-k6, symbolic-k15, symbolic-k50, b3s, b3s-brain, bszt) get its
+// settings over these (see that file and docs/training.md), so that
+// `prism train --family F` without --config trains the shipped setting.
+// Neither Steps nor Minutes is set.
 func DefaultConfig(f family.Family) Config {
-	c := Config{
+	c := baseConfig(f)
+	if data, ok := configs.Lookup(f.Name()); ok {
+		shipped, err := decodeConfig(data, c)
+		if err != nil {
+			// The shipped files are parsed by TestShippedConfigs.
+			panic(fmt.Sprintf("train: configs/%s.yaml: %v", f.Name(), err))
+		}
+		c = shipped
+		c.Family = f.Name()
+		c.Steps, c.Minutes = 0, 0
+	}
+	return c
+}
+
+// baseConfig is DefaultConfig without a shipped configuration.
+func baseConfig(f family.Family) Config {
+	return Config{
 		Family:            f.Name(),
 		BatchSize:         256,
 		CheckpointMinutes: 5,
@@ -243,54 +285,6 @@ func DefaultConfig(f family.Family) Config {
 		Network:           network.DefaultConfig(f),
 		Optimizer:         optimFromEngine(optim.DefaultConfig()),
 	}
-	if tune := tuned[f.Name()]; tune != nil {
-		tune(&c)
-	}
-	return c
-}
-
-// tuned holds the per-family settings of the shipped configurations
-// (configs/*.yaml, which TestShippedConfigs checks against these).
-var tuned = map[string]func(*Config){
-	"lingauss-k6": func(c *Config) {
-		// A small, fast network: many small steps learn q(M|x,λ) fastest
-		// within minutes on 2 cores (docs/training.md).
-		c.BatchSize = 32
-		c.Replicas = 2 // its products are too small to split over cores
-		c.CheckpointMinutes = 2
-		c.LogEvery = 50
-		c.Validation = ValidationConfig{Size: 1024, Every: 1000}
-		n := &c.Network
-		n.ModelDim, n.Heads, n.HeadDim = 32, 2, 16
-		n.EncoderLayers, n.MaskLayers, n.ParamLayers = 2, 3, 1
-	},
-	"symbolic-k15": func(c *Config) {
-		c.BatchSize = 128
-		c.Validation = ValidationConfig{Size: 1024, Every: 250}
-		n := &c.Network
-		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
-	},
-	"symbolic-k50": func(c *Config) {
-		c.BatchSize = 64
-		c.Validation = ValidationConfig{Size: 512, Every: 250}
-		n := &c.Network
-		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 4
-	},
-	"b3s": tuneB3S,
-	"b3s-brain": func(c *Config) {
-		// b3s's setting (a warm start from a b3s run needs the same
-		// network) with a cosine decay over the fine-tune's 13,000 steps.
-		tuneB3S(c)
-		c.Optimizer.Schedule = Schedule{Kind: "cosine", Start: 0, Steps: 13000, Final: 0.05}
-	},
-	"bszt": func(c *Config) {
-		c.BatchSize = 32
-		c.Designs = []string{"ukb-mix", "hcp-mix"}
-		c.Validation = ValidationConfig{Size: 512, Every: 250}
-		n := &c.Network
-		n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 6
-		c.Optimizer.Clip = 1
-	},
 }
 
 // tuneB3S is the setting of configs/b3s.yaml.
@@ -427,6 +421,17 @@ func ParseConfig(data []byte, familyName string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("train: config: %w", err)
 	}
+	c, err := decodeConfig(data, DefaultConfig(f))
+	if err != nil {
+		return Config{}, err
+	}
+	c.Family = name
+	return c, nil
+}
+
+// decodeConfig decodes YAML over the configuration base: keys given
+// replace base's values, network keys one by one.
+func decodeConfig(data []byte, base Config) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return Config{}, fmt.Errorf("train: config: %w", err)
@@ -434,14 +439,13 @@ func ParseConfig(data []byte, familyName string) (Config, error) {
 	if err := checkIntegers(&root, reflect.TypeFor[yamlConfig](), ""); err != nil {
 		return Config{}, fmt.Errorf("train: config: %w", err)
 	}
-	yc := yamlConfig{Config: DefaultConfig(f)}
+	yc := yamlConfig{Config: base}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&yc); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("train: config: %w", err)
 	}
 	c := yc.Config
-	c.Family = name
 	if yc.Network.Kind != 0 {
 		var generic any
 		if err := yc.Network.Decode(&generic); err != nil {

@@ -117,11 +117,16 @@ func TestShippedConfigs(t *testing.T) {
 			t.Errorf("%s is for family %s", p, c.Family)
 		}
 		f, _ := family.Lookup(c.Family)
-		// The file and DefaultConfig must agree apart from the run length.
+		// DefaultConfig is the embedded file apart from the run length
+		// (package configs embeds these very files), and differs from
+		// the base settings (the file is read).
 		d := c
 		d.Steps, d.Minutes = 0, 0
 		if def := DefaultConfig(f); !reflect.DeepEqual(d, def) {
 			t.Errorf("%s differs from DefaultConfig(%s):\n%+v\n%+v", p, name, d, def)
+		}
+		if reflect.DeepEqual(DefaultConfig(f), baseConfig(f)) {
+			t.Errorf("DefaultConfig(%s) ignores configs/%s.yaml", name, name)
 		}
 		if err := c.Validate(f); err != nil {
 			t.Errorf("%s: %v", p, err)

@@ -50,6 +50,7 @@ type group struct {
 	// [r·B/replicas, (r+1)·B/replicas).
 	batches []network.Batch
 	err     error
+	dropped int // simulations dropped for non-finite observations (external simulators)
 	owner   int // worker whose free list the group returns to
 }
 
@@ -127,7 +128,7 @@ func (p *prefetcher) work(w, workers int) {
 // goroutine (family.SimulateBatch with one sample runs inline), so that
 // SimWorkers alone sets the simulation parallelism.
 func (p *prefetcher) fill(g *group, k int) {
-	g.err = nil
+	g.err, g.dropped = nil, 0
 	for j := range p.streams {
 		s := &p.streams[j]
 		start := p.starts[j] + uint64(k)*uint64(p.bs)
@@ -136,8 +137,19 @@ func (p *prefetcher) fill(g *group, k int) {
 			g.samples[j] = make([]family.Sample, p.bs)
 		}
 		samples := g.samples[j][:p.bs]
-		for i := range samples {
-			family.SimulateBatch(p.f, s.sim, start+uint64(i), samples[i:i+1])
+		if _, ok := p.f.(family.BatchSimulator); ok {
+			// An external simulator gets the whole batch (its own worker
+			// processes parallelise it) and may fail or drop samples.
+			dropped, err := family.TrySimulateBatch(p.f, s.sim, start, samples)
+			g.dropped += dropped
+			if err != nil {
+				g.err = fmt.Errorf("stream %q: %w", s.name, err)
+				return
+			}
+		} else {
+			for i := range samples {
+				family.SimulateBatch(p.f, s.sim, start+uint64(i), samples[i:i+1])
+			}
 		}
 		if err := checkFinite(samples); err != nil {
 			g.err = fmt.Errorf("stream %q: %w", s.name, err)

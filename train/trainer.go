@@ -87,6 +87,10 @@ type Result struct {
 	CPUTime          time.Duration
 	SamplesPerCPUSec float64
 	Stopped          string // "steps", "minutes" or "stop"
+	// Dropped counts the simulations whose observation was NaN or
+	// infinite and that were redrawn from the prior (external simulators;
+	// also per log line as dropped_samples in log.jsonl).
+	Dropped int64
 }
 
 // New prepares a fresh run of cfg in dir, which must not exist or be
@@ -94,7 +98,7 @@ type Result struct {
 // dir (internal/dirlock) until Close, so that no other process writes
 // into the run.
 func New(cfg Config, dir string, opts Options) (_ *Trainer, err error) {
-	f, err := family.Lookup(cfg.Family)
+	f, err := cfg.LookupFamily()
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -235,7 +239,7 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, er
 			return nil, err
 		}
 	}
-	f, err := family.Lookup(cfg.Family)
+	f, err := cfg.LookupFamily()
 	if err != nil {
 		return nil, fmt.Errorf("train: checkpoint: %w", err)
 	}
@@ -401,6 +405,9 @@ func (t *Trainer) State() State {
 // folder's lock.
 func (t *Trainer) Close() error {
 	t.opt.Close()
+	if c, ok := t.f.(io.Closer); ok {
+		c.Close() // an external simulator's worker processes
+	}
 	defer t.lock.Release()
 	if t.log == nil {
 		return nil
@@ -504,6 +511,8 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		for j := range t.state.Next {
 			t.state.Next[j] = grp.starts[j] + uint64(cfg.BatchSize)
 		}
+		acc.dropped += grp.dropped
+		res.Dropped += int64(grp.dropped)
 		pf.release(grp)
 		t.state.Step++
 		res.StepsThisRun++
@@ -607,6 +616,7 @@ func (t *Trainer) skipBatch(step int64, starts []uint64, cause error) error {
 type lossAcc struct {
 	n                 int
 	loss, mask, param float64
+	dropped           int // simulations dropped and redrawn (external simulators)
 }
 
 func (a *lossAcc) add(l, m, p float64) {
@@ -666,7 +676,8 @@ func (t *Trainer) logTrain(a lossAcc, elapsed, rate, wait float64) {
 		Elapsed   float64 `json:"elapsed_s"`
 		Rate      float64 `json:"samples_per_s"`
 		Wait      float64 `json:"data_wait"`
-	}{t.state.Step, a.loss / n, a.mask / n, a.param / n, elapsed, rate, wait})
+		Dropped   int     `json:"dropped_samples,omitempty"`
+	}{t.state.Step, a.loss / n, a.mask / n, a.param / n, elapsed, rate, wait, a.dropped})
 }
 
 func (t *Trainer) logVal(r ValRecord) {

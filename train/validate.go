@@ -26,7 +26,9 @@ func buildValidation(f family.Family, net *network.Net, cfg *Config, streams []s
 		for lo := 0; lo < cfg.Validation.Size; lo += cfg.BatchSize {
 			n := min(cfg.BatchSize, cfg.Validation.Size-lo)
 			samples := make([]family.Sample, n) // fresh: a Batch may keep references
-			family.SimulateBatch(f, opt, uint64(lo), samples[:n])
+			if _, err := family.TrySimulateBatch(f, opt, uint64(lo), samples[:n]); err != nil {
+				return nil, fmt.Errorf("train: validation set, stream %q: %w", s.name, err)
+			}
 			if err := checkFinite(samples[:n]); err != nil {
 				return nil, fmt.Errorf("train: validation set, stream %q: %w", s.name, err)
 			}

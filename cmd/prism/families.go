@@ -6,9 +6,7 @@ import (
 	"io"
 
 	"github.com/prismsbi/prism/family"
-	_ "github.com/prismsbi/prism/family/dmri"     // registers b3s, bszt
-	_ "github.com/prismsbi/prism/family/lingauss" // registers lingauss-k6
-	_ "github.com/prismsbi/prism/family/symbolic" // registers symbolic-k15 … symbolic-k100
+	_ "github.com/prismsbi/prism/family/all" // registers the built-in families and the spec loader
 )
 
 func init() {
@@ -64,9 +62,15 @@ func describeFamily(f family.Family) familyInfo {
 }
 
 func runFamilies(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("families", "[--json]", stderr)
+	fs := newFlagSet("families", "[--json] [--spec FILE.yaml]", stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array with every family's components and parameter names")
+	specPath := addSpecFlag(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// --spec checks a spec file and lists its family with the built-in ones.
+	var specName string
+	if _, err := applySpec(*specPath, &specName); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -20,6 +20,7 @@ func init() {
 func runForward(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("forward", "--family F --mask BITS --params JSON|FILE [--bval FILE --bvec FILE | --protocol P]", stderr)
 	famName := fs.String("family", "", "model family (see `prism families`)")
+	specPath := addSpecFlag(fs)
 	maskStr := fs.String("mask", "", "mask as a string of 0/1, one per component in component order")
 	paramsArg := fs.String("params", "", `natural parameters: inline JSON {"components":{"<index>":{"<name>":value}},"shared":{…},"fractions":[…]} or a file holding it`)
 	bval := fs.String("bval", "", "FSL b-value file (dMRI; with --bvec)")
@@ -31,12 +32,18 @@ func runForward(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if _, err := applySpec(*specPath, famName); err != nil {
+		return err
+	}
 	if *famName == "" {
-		return errors.New("--family is required (see `prism families`)")
+		return errors.New("--family (see `prism families`) or --spec FILE.yaml is required")
 	}
 	f, err := family.Lookup(*famName)
 	if err != nil {
 		return fmt.Errorf("--family: %w", err)
+	}
+	if !family.HasLikelihood(f) {
+		return fmt.Errorf("%s has no noiseless forward model (its simulator is an external program); use prism simulate", f.Name())
 	}
 	if *maskStr == "" {
 		return fmt.Errorf("--mask is required: %d characters 0/1 for the components of %s (see `prism families --json`)", len(f.Components()), f.Name())

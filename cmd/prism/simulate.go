@@ -31,6 +31,7 @@ const progressEvery = 50000
 func runSimulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("simulate", "--family F --n N --seed S [--lambda L] [--protocol P] --out FILE.jsonl", stderr)
 	famName := fs.String("family", "", "model family (see `prism families`)")
+	specPath := addSpecFlag(fs)
 	n := fs.Int("n", 0, "number of samples")
 	seed := fs.Uint64("seed", 0, "random seed; the same seed gives byte-identical output")
 	lambdaStr := fs.String("lambda", "", "complexity knob λ ∈ [0,1] for every sample (default: λ ~ U(0,1) per sample)")
@@ -42,8 +43,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if _, err := applySpec(*specPath, famName); err != nil {
+		return err
+	}
 	if *famName == "" {
-		return errors.New("--family is required (see `prism families`)")
+		return errors.New("--family (see `prism families`) or --spec FILE.yaml is required")
 	}
 	if *out == "" {
 		return errors.New("--out is required")
@@ -71,8 +75,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	opt := family.SimOptions{Seed: *seed, Lambda: lambda, Designs: designs}
 	// The file must fit on its disk: estimate a line's length from the
 	// first 64 samples (their longest line, plus 25 %).
+	defer closeFamily(f)
 	probe := make([]family.Sample, min(64, *n))
-	family.SimulateBatch(f, opt, 0, probe)
+	if _, err := family.TrySimulateBatch(f, opt, 0, probe); err != nil {
+		return err
+	}
 	longest := 0
 	for i := range probe {
 		line, err := appendSample(nil, f, &probe[i], withTable)
@@ -95,7 +102,9 @@ func simulateTo(w io.Writer, f family.Family, opt family.SimOptions, n int, with
 	var line []byte
 	for start := 0; start < n; start += len(buf) {
 		batch := buf[:min(len(buf), n-start)]
-		family.SimulateBatch(f, opt, uint64(start), batch)
+		if _, err := family.TrySimulateBatch(f, opt, uint64(start), batch); err != nil {
+			return err
+		}
 		for i := range batch {
 			var err error
 			line, err = appendSample(line[:0], f, &batch[i], withTable)

@@ -23,6 +23,7 @@ func init() {
 func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--out DIR2]", stderr)
 	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
+	specPath := addSpecFlag(fs)
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
 	minutes := fs.Float64("minutes", 0, "train for this many minutes of wall time (replaces the config's steps/minutes)")
 	steps := fs.Int("steps", 0, "train until this total step count (replaces the config's steps/minutes)")
@@ -42,6 +43,13 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["spec"] && *resume != "" {
+		return errors.New("--spec cannot be combined with --resume: the checkpoint stores its spec")
+	}
+	specFamily, err := applySpec(*specPath, famName)
+	if err != nil {
+		return err
+	}
 	if set["minutes"] && set["steps"] {
 		return errors.New("give --minutes or --steps, not both")
 	}
@@ -119,7 +127,6 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}()
 
 	var tr *train.Trainer
-	var err error
 	if *resume != "" {
 		if set["config"] || set["seed"] || set["init-from"] {
 			return errors.New("--config, --seed and --init-from cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
@@ -150,6 +157,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("--family: %w", err)
 			}
 			cfg = train.DefaultConfig(f)
+		}
+		if specFamily != nil {
+			storeSpec(&cfg, specFamily)
 		}
 		if set["seed"] {
 			cfg.Seed = *seed
@@ -183,6 +193,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "trained to step %d (%d steps this run in %s: %.0f samples/s, %.0f samples per CPU-second, waited for data %.1f%% of the time); checkpoint %s\n",
 		res.Step, res.StepsThisRun, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.SamplesPerCPUSec, 100*res.WaitShare,
 		filepath.Join(dir, train.LatestCheckpoint(dir)))
+	if res.Dropped > 0 {
+		fmt.Fprintf(stderr, "prism train: %d simulations gave NaN or infinite observations and were redrawn from the prior (dropped_samples in log.jsonl)\n", res.Dropped)
+	}
 	return nil
 }
 
