@@ -108,20 +108,13 @@ func New(cfg Config, dir string, opts Options) (_ *Trainer, err error) {
 	if err := checkFreshDir(dir); err != nil {
 		return nil, err
 	}
-	_, statErr := os.Stat(dir)
-	created := errors.Is(statErr, fs.ErrNotExist)
-	lock, err := dirlock.Acquire(dir)
+	lock, undo, err := lockRunDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			// A failed start leaves nothing behind: not the lock, and not
-			// the folder if it did not exist before.
-			lock.Release()
-			if created {
-				os.RemoveAll(dir)
-			}
+			undo()
 		}
 	}()
 	t, err := build(cfg, f, dir, opts)
@@ -195,6 +188,25 @@ func checkFreshDir(dir string) error {
 	return nil
 }
 
+// lockRunDir takes the run folder's lock (creating the folder if needed)
+// and returns undo, which a failed start calls so that it leaves nothing
+// behind: not the lock, and not the folder if it did not exist before.
+func lockRunDir(dir string) (*dirlock.Lock, func(), error) {
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	lock, err := dirlock.Acquire(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("train: %w", err)
+	}
+	undo := func() {
+		lock.Release()
+		if created {
+			os.RemoveAll(dir)
+		}
+	}
+	return lock, undo, nil
+}
+
 // Resume continues the run checkpointed in src. Output goes to dst: src
 // itself when dst is "" or names the same directory, otherwise a fresh
 // directory that starts with a copy of the checkpoint. adjust, if not nil,
@@ -212,20 +224,15 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, er
 	} else if _, err := os.Stat(src); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	_, statErr := os.Stat(dir)
-	created := errors.Is(statErr, fs.ErrNotExist)
 	// Lock the folder written to before reading the checkpoint, so that a
 	// second resume of the same run fails instead of racing the first.
-	lock, err := dirlock.Acquire(dir)
+	lock, undo, err := lockRunDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			lock.Release()
-			if created {
-				os.RemoveAll(dir)
-			}
+			undo()
 		}
 	}()
 	ck, err := loadCheckpoint(src)

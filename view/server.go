@@ -299,12 +299,7 @@ func (s *Server) dmriRefit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, errors.New("no dMRI scan loaded"))
 		return
 	}
-	lambda, err := floatParam(r, "lambda")
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	ints, err := intParams(r, "x", "y", "z")
+	lambda, ints, err := voxelParams(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
@@ -322,12 +317,7 @@ func (s *Server) dmriVoxel(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, errors.New("no dMRI scan loaded"))
 		return
 	}
-	lambda, err := floatParam(r, "lambda")
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	ints, err := intParams(r, "x", "y", "z")
+	lambda, ints, err := voxelParams(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
@@ -380,4 +370,17 @@ func intParams(r *http.Request, names ...string) ([]int, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// voxelParams reads the λ and the voxel (x, y, z) of a dMRI request.
+func voxelParams(r *http.Request) (float64, []int, error) {
+	lambda, err := floatParam(r, "lambda")
+	if err != nil {
+		return 0, nil, err
+	}
+	ints, err := intParams(r, "x", "y", "z")
+	if err != nil {
+		return 0, nil, err
+	}
+	return lambda, ints, nil
 }
