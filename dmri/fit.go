@@ -113,7 +113,7 @@ func ModelList(f family.Family, lambda float64) ([]Model, error) {
 			if bits&(1<<k) != 0 {
 				m[k] = true
 				names = append(names, comps[k].Name)
-				if isStick(comps[k].Name) {
+				if comps[k].Has(family.TagStick) {
 					sticks++
 				}
 			}
@@ -129,8 +129,6 @@ func ModelList(f family.Family, lambda float64) ([]Model, error) {
 	return out, nil
 }
 
-func isStick(name string) bool { return strings.HasPrefix(name, "MultiShellStick") }
-
 // Fitter fits ball-and-sticks posteriors to voxels with a trained network
 // of a multi-shell ball-and-sticks family (b3s).
 type Fitter struct {
@@ -142,8 +140,13 @@ type Fitter struct {
 	masks  [][]bool
 	Sticks int   // number of stick components (≤ MaxFibres)
 	stick  []int // component index of each stick
-	frac   []int // position of each stick's fraction in Params.Fractions
-	cs     correct.Settings
+	// Positions in the flat natural vector (family.NaturalIndex) of the
+	// shared d and d_std and of each stick's fraction, theta and phi.
+	nat              *family.NaturalIndex
+	natD, natDStd    int
+	natFrac, natThet []int
+	natPhi           []int
+	cs               correct.Settings
 }
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
@@ -180,31 +183,35 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	for i, k := range f.Layout().Simplex {
 		simplexPos[k] = i
 	}
+	ft.nat = family.NewNaturalIndex(f)
 	ball := 0
 	for k, c := range comps {
 		if c.Kind != family.Base {
 			continue
 		}
+		// Components are recognised by their tags (family/tags.go), so a
+		// spec family tagged like b3s is fitted the same way.
 		switch {
-		case c.Name == "MultiShellBall":
+		case c.Has(family.TagBall) && c.Has(family.TagSharedDiffusivity):
 			ball++
-		case isStick(c.Name):
+		case c.Has(family.TagStick) && c.Has(family.TagSharedDiffusivity):
 			pos, ok := simplexPos[k]
-			if !ok {
-				return nil, fmt.Errorf("dmri: %s: stick %s has no fraction", f.Name(), c.Name)
+			th, ph := ft.nat.Param(k, "theta"), ft.nat.Param(k, "phi")
+			if !ok || th < 0 || ph < 0 {
+				return nil, fmt.Errorf("dmri: %s: stick %s needs a fraction and parameters theta, phi", f.Name(), c.Name)
 			}
 			ft.stick = append(ft.stick, k)
-			ft.frac = append(ft.frac, pos)
+			ft.natFrac = append(ft.natFrac, ft.nat.Fraction(pos))
+			ft.natThet = append(ft.natThet, th)
+			ft.natPhi = append(ft.natPhi, ph)
 		default:
-			return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s; %s has a %s compartment", f.Name(), c.Name)
+			return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s; %s has a %s compartment (tags %v)", f.Name(), c.Name, c.Tags)
 		}
 	}
-	shared := map[string]bool{}
-	for _, sp := range f.Layout().Shared {
-		shared[sp.Name] = true
-	}
-	if ball != 1 || len(ft.stick) < 1 || len(ft.stick) > MaxFibres || !shared["d"] || !shared["d_std"] {
-		return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s (one ball, 1–%d sticks, shared d and d_std); got %s", MaxFibres, f.Name())
+	ft.natD, ft.natDStd = ft.nat.Shared("d"), ft.nat.Shared("d_std")
+	if ball != 1 || len(ft.stick) < 1 || len(ft.stick) > MaxFibres || ft.natD < 0 || ft.natDStd < 0 {
+		return nil, fmt.Errorf("dmri: `dmri fit` needs a multi-shell ball-and-sticks family such as b3s (one %q and 1–%d %q components with tag %q, shared d and d_std); got %s",
+			family.TagBall, MaxFibres, family.TagStick, family.TagSharedDiffusivity, f.Name())
 	}
 	ft.Sticks = len(ft.stick)
 	var err error
@@ -407,20 +414,21 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 			mean := make([]float64, N)
 			order := make([]int, ft.Sticks)
 			fr := make([]float64, ft.Sticks)
+			nat := make([]float64, ft.nat.Len())
 			for v := w; v < n; v += workers {
 				clear(mean)
 				for j := range S {
 					th := thetas[v][j]
 					mk := masks[v][j]
-					nat := ft.fam.Natural(th, mk)
+					ft.nat.Fill(th, mk, nat)
 					k := v*S + j
-					b.D[k] = float32(nat.Shared["d"])
-					b.DStd[k] = float32(nat.Shared["d_std"])
+					b.D[k] = float32(nat[ft.natD])
+					b.DStd[k] = float32(nat[ft.natDStd])
 					for i := range ft.Sticks {
 						order[i] = i
 						fr[i] = 0
 						if mk[ft.stick[i]] {
-							fr[i] = nat.Fractions[ft.frac[i]]
+							fr[i] = nat[ft.natFrac[i]]
 						}
 					}
 					sort.SliceStable(order, func(a, c int) bool { return fr[order[a]] > fr[order[c]] })
@@ -428,10 +436,9 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 						if !mk[ft.stick[i]] {
 							continue
 						}
-						par := nat.Components[ft.stick[i]]
 						b.F[slot][k] = float32(fr[i])
-						b.Theta[slot][k] = float32(par["theta"])
-						b.Phi[slot][k] = float32(par["phi"])
+						b.Theta[slot][k] = float32(nat[ft.natThet[i]])
+						b.Phi[slot][k] = float32(nat[ft.natPhi[i]])
 						b.Active[slot][k] = true
 					}
 					ft.fam.Forward(s.Design, th, mk, pred)

@@ -237,12 +237,6 @@ type Report struct {
 	Seconds    float64           `json:"seconds"`
 }
 
-// exactEvidence is implemented by families with a closed-form evidence
-// log p(x | M) on their fixed design (lingauss).
-type exactEvidence interface {
-	LogEvidence(y []float64, mask []bool) float64
-}
-
 // run holds the state of one evaluation.
 type run struct {
 	p      *posterior.Posterior
@@ -319,7 +313,7 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 		}
 		r.progress("KSD: mean rKSD %.3f", rep.KSD.RKSD.Value)
 	}
-	if _, ok := f.(exactEvidence); ok {
+	if _, ok := f.(family.ExactPosterior); ok {
 		if rep.Exact, err = r.exactTV(); err != nil {
 			return nil, err
 		}
@@ -641,7 +635,7 @@ func modelSpace(f family.Family, limit int) [][]bool {
 }
 
 func (r *run) exactTV() (*ExactResult, error) {
-	ex := r.f.(exactEvidence)
+	ex := r.f.(family.ExactPosterior)
 	space := modelSpace(r.f, 4096)
 	if space == nil {
 		return nil, nil
@@ -761,7 +755,7 @@ func (r *run) evidence(ms []posterior.MaskSet) (*EvidenceResult, error) {
 	}
 	res.R2Proxy = r2(proxy, evc)
 
-	if ex, ok := r.f.(exactEvidence); ok {
+	if ex, ok := r.f.(family.ExactPosterior); ok {
 		exact := make([][]float64, n)
 		for i := 0; i < n; i++ {
 			for _, m := range subsets[i] {
@@ -774,7 +768,7 @@ func (r *run) evidence(ms []posterior.MaskSet) (*EvidenceResult, error) {
 
 	// TV across λ.
 	var space [][]bool
-	if _, ok := r.f.(exactEvidence); ok {
+	if _, ok := r.f.(family.ExactPosterior); ok {
 		space = modelSpace(r.f, 4096)
 	}
 	for _, l := range cfg.TVLambdas {
@@ -797,7 +791,7 @@ func (r *run) evidence(ms []posterior.MaskSet) (*EvidenceResult, error) {
 		pt := TVPoint{Lambda: l}
 		pt.IS.Value, pt.IS.SE = MeanSE(tv)
 		if space != nil {
-			ex := r.f.(exactEvidence)
+			ex := r.f.(family.ExactPosterior)
 			lqAll, err := r.p.LogProbMasks(r.obs[:n], l, [][][]bool{space}, posterior.Options{})
 			if err != nil {
 				return nil, fmt.Errorf("eval: scoring masks: %w", err)
@@ -991,7 +985,7 @@ func (r *run) classify() (*ClassResult, error) {
 	res.Recall = val(func(idx []int) float64 { return macro(idx).Recall })
 	res.F1 = val(func(idx []int) float64 { return macro(idx).F1 })
 	res.Classes = MacroScores(cm).Classes
-	if ex, ok := r.f.(exactEvidence); ok {
+	if ex, ok := r.f.(family.ExactPosterior); ok {
 		prior := r.f.MaskPrior()
 		exact := make([][]float64, n)
 		for i := range exact {

@@ -58,6 +58,22 @@ type Component struct {
 	Kind   Kind    // Base or Noise
 	Params []Param // natural parameters, in latent order; len may differ from the latent block size (tensor: 6 latents, 6 params)
 	Latent int     // size of the component's block in θ
+	// Tags say what the component is to programs that interpret its
+	// parameters (the dMRI voxel pipeline looks for "ball" and "stick"
+	// compartments, not for names). The vocabulary of each domain is
+	// documented with its families (docs/families.md); spec files set them
+	// with `tags:`.
+	Tags []string
+}
+
+// Has reports whether the component carries tag.
+func (c Component) Has(tag string) bool {
+	for _, t := range c.Tags {
+		if t == tag {
+			return true
+		}
+	}
+	return false
 }
 
 // Block is the position of a component's latents inside θ.

@@ -228,7 +228,7 @@ func New(spec Spec) (*Model, error) {
 		if count[c] > 1 {
 			name = fmt.Sprintf("%s%d", name, seen[c])
 		}
-		m.comps = append(m.comps, family.Component{Name: name, Kind: family.Base, Params: compartmentParams(c), Latent: c.latents()})
+		m.comps = append(m.comps, family.Component{Name: name, Kind: family.Base, Params: compartmentParams(c), Latent: c.latents(), Tags: c.Tags()})
 		if c == MultiShellBall || c == MultiShellStick {
 			m.shared = true
 		}

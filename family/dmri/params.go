@@ -288,3 +288,62 @@ func sortedKeys(v map[string]float64) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// NaturalInto implements family.NaturalWriter: Natural's values in the
+// flat layout of family.NaturalIndex, without maps (the voxel pipeline
+// reads thousands of samples per voxel). Dispersed compartments still go
+// through a map of their parameters.
+func (m *Model) NaturalInto(theta []float64, mask []bool, out []float64) {
+	var st state
+	m.decode(theta, mask, &st)
+	copy(out, st.frac[:m.nc])
+	off := m.nc
+	for _, p := range m.layout.Shared {
+		switch p.Name {
+		case "d":
+			out[off] = st.md
+		case "d_std":
+			out[off] = st.ms
+		}
+		off++
+	}
+	for k, comp := range m.comps {
+		o := out[off : off+len(comp.Params)]
+		off += len(comp.Params)
+		if !mask[k] {
+			for i := range o {
+				o[i] = math.NaN()
+			}
+			continue
+		}
+		if k >= m.nc { // the noise model
+			o[0] = 1 / st.sigma
+			continue
+		}
+		z := theta[m.layout.Blocks[k].Offset:]
+		cs := &st.c[k]
+		switch c := m.spec.Compartments[k]; c {
+		case Ball:
+			o[0] = cs.d1
+		case Stick:
+			o[0] = cs.d1
+			o[1], o[2], _, _ = family.Hemisphere(z[1], z[2])
+		case Zeppelin:
+			o[0], o[1] = cs.d1, cs.d2
+			o[2], o[3], _, _ = family.Hemisphere(z[2], z[3])
+		case Tensor:
+			for i := range tensorNames {
+				o[i] = cs.D[tensorIndex[i][0]][tensorIndex[i][1]]
+			}
+		case MultiShellStick:
+			o[0], o[1], _, _ = family.Hemisphere(z[0], z[1])
+		case Dot, MultiShellBall:
+		default:
+			v := map[string]float64{}
+			dispersedNatural(c, cs, z, v)
+			for i, p := range comp.Params {
+				o[i] = v[p.Name]
+			}
+		}
+	}
+}

@@ -305,3 +305,7 @@ func (f *Family) Latent(p family.Params, mask []bool) ([]float64, error) {
 	}
 	return theta, nil
 }
+
+// The family's closed forms (exact.go) are what evaluation compares
+// networks with.
+var _ family.ExactPosterior = (*Family)(nil)

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -51,6 +52,10 @@ type ComponentSpec struct {
 	// (exactly one noise component is on in every mask).
 	Role   string      `yaml:"role"`
 	Params []ParamSpec `yaml:"params"`
+	// Tags tell programs what the component is (family.Component.Tags),
+	// e.g. [stick, oriented] for a compartment the dMRI maps should treat
+	// as a fibre; letters, digits, '-' and '_' only.
+	Tags []string `yaml:"tags"`
 	// Term is the built-in simulator's contribution of an active base
 	// component to the noiseless mean (an expression of x, the
 	// component's parameters, the shared parameters and, for simplex
@@ -197,7 +202,12 @@ func build(s *File, dir string) (*Family, error) {
 		default:
 			return nil, fmt.Errorf("component %q: role %q must be base or noise", c.Name, c.Role)
 		}
-		comp := family.Component{Name: c.Name, Kind: kind}
+		for _, t := range c.Tags {
+			if !validTag(t) {
+				return nil, fmt.Errorf("component %q: tag %q must be non-empty letters, digits, '-' or '_'", c.Name, t)
+			}
+		}
+		comp := family.Component{Name: c.Name, Kind: kind, Tags: append([]string(nil), c.Tags...)}
 		var priors []paramPrior
 		names := map[string]bool{}
 		for _, p := range c.Params {
@@ -374,4 +384,18 @@ func isIdent(s string) bool {
 func sorted(s []string) []string {
 	sort.Strings(s)
 	return s
+}
+
+// validTag reports whether t is a non-empty word of letters, digits, '-'
+// and '_'.
+func validTag(t string) bool {
+	if t == "" {
+		return false
+	}
+	for _, r := range t {
+		if !(r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return false
+		}
+	}
+	return true
 }

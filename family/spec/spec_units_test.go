@@ -242,6 +242,7 @@ func TestSpecErrors(t *testing.T) {
 		"components:\n  - {name: A}\n  - {name: N, role: noise, noise: '1'}\n":                                          "needs a term",
 		"components:\n  - {name: A, term: x}\n  - {name: N, role: noise, noise: '1'}\nmask_prior: {one_of: [[A, N]]}\n": "not a base component",
 		"components:\n  - {name: A, term: x}\n  - {name: A, role: noise, noise: '1'}\n":                                 "appears twice",
+		"components:\n  - {name: A, term: x, tags: ['a b']}\n  - {name: N, role: noise, noise: '1'}\n":                  "tag \"a b\"",
 	}
 	for body, want := range cases {
 		_, err := Parse([]byte(base+body), ".")
@@ -263,4 +264,22 @@ func mustParse(t *testing.T, text string) family.Family {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestSpecTags: a component's tags reach family.Component.Tags in order,
+// and a component without tags has none.
+func TestSpecTags(t *testing.T) {
+	src := "name: t\nobservation: {values: [0, 1]}\nsimulator: {builtin: additive}\n" +
+		"components:\n  - {name: A, term: x, tags: [stick, oriented]}\n  - {name: B, term: x}\n  - {name: N, role: noise, noise: '1'}\n"
+	f, err := Parse([]byte(src), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Components()
+	if !c[0].Has("stick") || !c[0].Has("oriented") || c[0].Has("ball") || len(c[0].Tags) != 2 {
+		t.Errorf("component A tags %q, want [stick oriented]", c[0].Tags)
+	}
+	if len(c[1].Tags) != 0 {
+		t.Errorf("component B tags %q, want none", c[1].Tags)
+	}
 }
