@@ -354,7 +354,7 @@ func (m *Model) decode(theta []float64, mask []bool, st *state) {
 			cs.d2, cs.dd2 = family.Interval(z[1], 0, diffMax)
 			orientation(z[2], z[3], cs)
 		case Tensor:
-			cs.D = family.CholeskyTensor(z[:6])
+			cs.D = choleskyTensor(z[:6])
 		case MultiShellStick:
 			orientation(z[0], z[1], cs)
 		case Dot, MultiShellBall:
@@ -728,7 +728,7 @@ func (m *Model) logLikGrad(d family.Design, x, theta []float64, mask []bool, st 
 			grad[o+2] = dot(gn[k], cs.dn1)
 			grad[o+3] = dot(gn[k], cs.dn2)
 		case Tensor:
-			family.CholeskyTensorVJP(theta[o:o+6], gD[k], grad[o:o+6])
+			choleskyTensorVJP(theta[o:o+6], gD[k], grad[o:o+6])
 		case MultiShellStick:
 			grad[o] = dot(gn[k], cs.dn1)
 			grad[o+1] = dot(gn[k], cs.dn2)
