@@ -9,7 +9,7 @@
 // and `prism dmri fit` (the amortized posterior), so that the two write
 // directly comparable folders.
 //
-//   - LoadScan reads the image, the table (family/dmri.ReadFSL) and the
+//   - LoadScan reads the image, the table (gradtable.ReadFSL) and the
 //     mask (or builds one with AutoMask), computes b0 as the mean of the
 //     b ≤ 50 s/mm² volumes and divides every volume by it. Voxels with
 //     b0 ≤ 0 or any non-finite value are skipped and counted by reason.

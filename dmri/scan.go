@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
+	"github.com/prismsbi/prism/gradtable"
 	"github.com/prismsbi/prism/nifti"
 )
 
@@ -24,7 +24,7 @@ const (
 // b0 of the mask, is a corrupt value (1e30 written for a dropout, an
 // overflow), not tissue.
 const (
-	MaxSignalRatio = fdmri.MaxSignalRatio
+	MaxSignalRatio = gradtable.MaxSignalRatio
 	MaxB0Ratio     = 1000.0
 )
 
@@ -43,7 +43,7 @@ type Scan struct {
 	Ref        *nifti.Header // header of the DWI image (the output geometry)
 	Nx, Ny, Nz int
 	Design     family.Design // b, gx, gy, gz per volume, in file order
-	B0Volumes  int           // number of volumes with b ≤ dmri.BZero
+	B0Volumes  int           // number of volumes with b ≤ gradtable.BZero
 	B0         []float32     // mean b≈0 signal per voxel (whole grid)
 	Mask       []bool        // brain mask over the grid (x fastest)
 	MaskSource string        // "file" or "auto"
@@ -60,13 +60,13 @@ type Scan struct {
 func (s *Scan) NumVoxels() int { return s.Nx * s.Ny * s.Nz }
 
 // LoadScan reads and preprocesses a scan (reference-spec §2.7): b0 is the
-// mean of the volumes with b ≤ dmri.BZero, every volume is divided by it,
+// mean of the volumes with b ≤ gradtable.BZero, every volume is divided by it,
 // and mask voxels whose b0 is ≤ 0, whose series has a non-finite value or
 // an implausible one (MaxSignalRatio, MaxB0Ratio) are skipped (counted in
 // Skipped). Without a mask file the mask is AutoMask(b0).
 //
 // Inputs that cannot give a meaningful posterior are errors naming the
-// file: a table that family/dmri.CheckDesign refuses (no diffusion
+// file: a table that gradtable.CheckDesign refuses (no diffusion
 // weighting, b-values in another unit, too few distinct directions), and
 // a mask whose matrix or voxel-to-world geometry differs from the DWI's
 // (nifti.Header.SameGrid).
@@ -74,7 +74,7 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	if files.DWI == "" || files.Bval == "" || files.Bvec == "" {
 		return nil, errors.New("dmri: the DWI image, b-values and b-vectors are all required")
 	}
-	design, err := fdmri.ReadFSL(files.Bval, files.Bvec)
+	design, err := gradtable.ReadFSL(files.Bval, files.Bvec)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	if nt != design.N {
 		return nil, fmt.Errorf("dmri: %s has %d volumes but %s lists %d b-values", files.DWI, nt, files.Bval, design.N)
 	}
-	if err := fdmri.CheckDesign(design); err != nil {
+	if err := gradtable.CheckDesign(design); err != nil {
 		return nil, fmt.Errorf("dmri: %s, %s: %w", files.Bval, files.Bvec, err)
 	}
 	// Keep a copy of the header only, so that the image data can be freed
@@ -98,12 +98,12 @@ func LoadScan(files ScanFiles) (*Scan, error) {
 	s := &Scan{Files: files, Ref: &ref, Nx: nx, Ny: ny, Nz: nz, Design: design, Skipped: map[string]int{}}
 	var b0Idx []int
 	for j := 0; j < design.N; j++ {
-		if design.Row(j)[0] <= fdmri.BZero {
+		if design.Row(j)[0] <= gradtable.BZero {
 			b0Idx = append(b0Idx, j)
 		}
 	}
 	if len(b0Idx) == 0 {
-		return nil, fmt.Errorf("dmri: %s has no b ≤ %v s/mm² volume to normalise by", files.Bval, fdmri.BZero)
+		return nil, fmt.Errorf("dmri: %s has no b ≤ %v s/mm² volume to normalise by", files.Bval, gradtable.BZero)
 	}
 	s.B0Volumes = len(b0Idx)
 	nv := s.NumVoxels()

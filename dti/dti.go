@@ -58,7 +58,7 @@ type Fitter struct {
 const numPairs = NumParams * (NumParams + 1) / 2
 
 // NewFitter prepares the fit for a design of (b [s/mm²], gx, gy, gz) per
-// measurement (family.Design with CovDim 4, as family/dmri.ReadFSL
+// measurement (family.Design with CovDim 4, as gradtable.ReadFSL
 // returns; b ≈ 0 rows may carry a zero direction), with wlsIterations
 // WLS iterations after the OLS fit (0: OLS only; DefaultWLSIterations is
 // 1). It fails when the table cannot determine the tensor: fewer than 7

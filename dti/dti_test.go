@@ -13,6 +13,7 @@ import (
 
 	"github.com/prismsbi/prism/family"
 	fdmri "github.com/prismsbi/prism/family/dmri"
+	"github.com/prismsbi/prism/gradtable"
 )
 
 // xa30Dir holds the real whole-brain Prisma protocol (b0 + 20 directions
@@ -30,7 +31,7 @@ func protocols(t testing.TB) map[string]family.Design {
 		t.Logf("xa30 protocol not available (%v): testing the UKB-like table only", err)
 		return out
 	}
-	d, err := fdmri.ReadFSL(bval, filepath.Join(xa30Dir, "dwi_PA.bvec"))
+	d, err := gradtable.ReadFSL(bval, filepath.Join(xa30Dir, "dwi_PA.bvec"))
 	if err != nil {
 		t.Fatal(err)
 	}

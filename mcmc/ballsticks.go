@@ -147,7 +147,7 @@ type Sampler struct {
 }
 
 // NewSampler prepares a sampler for the acquisition design d (rows b, gx,
-// gy, gz as produced by dmri.ReadFSL).
+// gy, gz as produced by gradtable.ReadFSL).
 func NewSampler(d family.Design, s Settings) (*Sampler, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err

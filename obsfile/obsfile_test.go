@@ -9,6 +9,7 @@ import (
 	"github.com/prismsbi/prism/family"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/gradtable"
 )
 
 // dmriLine is a JSON line of the b3s family with its own table: one b = 0
@@ -127,11 +128,11 @@ func FuzzReadJSONLines(f *testing.F) {
 				t.Fatalf("design of %d measurements for %d values", r.Obs.Design.N, len(r.Obs.X))
 			}
 			for _, v := range r.Obs.X {
-				if math.IsNaN(v) || math.Abs(v) > fdmri.MaxSignalRatio {
+				if math.IsNaN(v) || math.Abs(v) > gradtable.MaxSignalRatio {
 					t.Fatalf("accepted value %v", v)
 				}
 			}
-			if err := fdmri.CheckDesign(r.Obs.Design); err != nil {
+			if err := gradtable.CheckDesign(r.Obs.Design); err != nil {
 				t.Fatalf("accepted design: %v", err)
 			}
 		}

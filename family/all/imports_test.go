@@ -13,11 +13,7 @@ import (
 // knownExceptions are the non-test packages outside family/ that still
 // name a concrete family, each with the reason; the test fails when one
 // is added, and when one is resolved (so the list only shrinks).
-var knownExceptions = map[string]string{
-	// The dMRI pipeline reads FSL tables and checks signals with the dMRI
-	// family's helpers; moving them into the family is the dMRI refactor.
-	"dmri/scan.go": "family/dmri",
-}
+var knownExceptions = map[string]string{}
 
 // TestOnlyFamilyPackagesNameFamilies: no non-test Go file outside family/
 // imports a concrete family package (family/lingauss, family/symbolic,

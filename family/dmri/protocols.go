@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/gradtable"
 )
 
 //go:embed data/hcp-like.bval
@@ -141,7 +142,7 @@ func UKBDesign() family.Design {
 // be modified.
 func HCPDesign() family.Design {
 	hcpOnce.Do(func() {
-		hcpDesign, hcpErr = parseFSL(hcpBval, hcpBvec, "hcp-like.bval (embedded)", "hcp-like.bvec (embedded)")
+		hcpDesign, hcpErr = gradtable.ParseFSL(hcpBval, hcpBvec, "hcp-like.bval (embedded)", "hcp-like.bvec (embedded)")
 		if hcpErr != nil {
 			return
 		}
@@ -208,11 +209,11 @@ func Designs(spec string) (family.DesignSampler, error) {
 	if rest, ok := strings.CutPrefix(spec, "shell:"); ok {
 		return parseShell(spec, rest)
 	}
-	d, err := ReadFSL(spec+".bval", spec+".bvec")
+	d, err := gradtable.ReadFSL(spec+".bval", spec+".bvec")
 	if err != nil {
 		return nil, fmt.Errorf("dmri: protocol %q is neither one of %q nor a readable FSL prefix: %w", spec, protocolNames[1:], err)
 	}
-	if err := CheckDesign(d); err != nil {
+	if err := gradtable.CheckDesign(d); err != nil {
 		return nil, fmt.Errorf("dmri: protocol %s.bval, %s.bvec: %w", spec, spec, err)
 	}
 	return family.FixedDesign(d), nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/gradtable"
 )
 
 // shellCounts counts measurements per b-value rounded to the nearest 1000.
@@ -28,7 +29,7 @@ func checkUnit(t *testing.T, d family.Design) {
 	for j := 0; j < d.N; j++ {
 		r := d.Row(j)
 		n := math.Sqrt(r[1]*r[1] + r[2]*r[2] + r[3]*r[3])
-		if math.Abs(n-1) > 1e-12 && !(r[0] <= BZero && n == 0) {
+		if math.Abs(n-1) > 1e-12 && !(r[0] <= gradtable.BZero && n == 0) {
 			t.Errorf("%s: measurement %d (b=%v) has |g| = %v", d.Name, j, r[0], n)
 		}
 	}
@@ -207,7 +208,7 @@ func TestDesignsPrefix(t *testing.T) {
 	flat := filepath.Join(dir, "flat")
 	write(t, flat+".bval", "0 0 0 0 0 0 0\n")
 	write(t, flat+".bvec", "0 1 0 0 0.6 0.8 0\n0 0 0.6 0 0.8 0 1\n0 0 0.8 1 0 0.6 0\n")
-	if _, err := Designs(flat); err == nil || !strings.Contains(err.Error(), "flat.bval") || !errors.Is(err, ErrUninformative) {
+	if _, err := Designs(flat); err == nil || !strings.Contains(err.Error(), "flat.bval") || !errors.Is(err, gradtable.ErrUninformative) {
 		t.Errorf("all-b0 prefix: error %v", err)
 	}
 	if _, err := B3S().Designs("hcp"); err != nil {

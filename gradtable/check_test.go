@@ -1,4 +1,4 @@
-package dmri
+package gradtable
 
 import (
 	"errors"
@@ -82,7 +82,11 @@ func TestCheckDesign(t *testing.T) {
 		{"NaN b", nan, g, "measurement 5: b-value NaN", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := UKBDesign()
+			// The default: two shells of 50 directions, a UK-Biobank-like
+			// table (the dMRI family's UKB design is tested in its package).
+			b1, g1 := shellDesign(1000, 50)
+			b2, g2 := shellDesign(2000, 50)
+			d := tableDesign(append(b1, b2...), append(g1, g2...))
 			if tc.b != nil {
 				d = tableDesign(tc.b, tc.g)
 			}

@@ -1,4 +1,4 @@
-package dmri
+package gradtable
 
 import (
 	"math"
@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prismsbi/prism/family"
 )
 
 // sharedData is the project's read-only test data, relative to the package
 // directory.
-const sharedData = "../../../shared/data/dmri"
+const sharedData = "../../shared/data/dmri"
 
 // TestReadFSLSharedData reads every gradient table of the shared test data
 // and checks its length, its shells (as documented in the data READMEs) and
@@ -129,5 +131,25 @@ func TestReadFSLErrors(t *testing.T) {
 	}
 	if _, err := ReadFSL(filepath.Join(dir, "nope.bval"), filepath.Join(dir, "t.bvec")); err == nil || !strings.Contains(err.Error(), "nope.bval") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// checkUnit: every direction has unit length, except the zero direction
+// of a b ≤ BZero volume.
+func checkUnit(t *testing.T, d family.Design) {
+	t.Helper()
+	for j := 0; j < d.N; j++ {
+		r := d.Row(j)
+		n := math.Sqrt(r[1]*r[1] + r[2]*r[2] + r[3]*r[3])
+		if math.Abs(n-1) > 1e-12 && !(r[0] <= BZero && n == 0) {
+			t.Errorf("%s: measurement %d (b=%v) has |g| = %v", d.Name, j, r[0], n)
+		}
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

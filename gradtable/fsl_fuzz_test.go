@@ -1,4 +1,4 @@
-package dmri
+package gradtable
 
 import (
 	"math"
@@ -16,7 +16,7 @@ func FuzzParseFSL(f *testing.F) {
 	f.Add([]byte("# comment\n1e400 -1\n"), []byte("1 2 3\n"))
 	f.Add([]byte("0 1 1 1 1 1 1\n"), []byte("0 1 0 0 0.6 0.8 0\n0 0 0.6 0 0.8 0 1\n0 0 0.8 1 0 0.6 0\n"))
 	f.Fuzz(func(t *testing.T, bval, bvec []byte) {
-		d, err := parseFSL(bval, bvec, "fuzz.bval", "fuzz.bvec")
+		d, err := ParseFSL(bval, bvec, "fuzz.bval", "fuzz.bvec")
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package dmri
+package gradtable
 
 import (
 	"bytes"
@@ -36,12 +36,12 @@ func ReadFSL(bvalPath, bvecPath string) (family.Design, error) {
 	if err != nil {
 		return family.Design{}, fmt.Errorf("dmri: reading b-vectors: %w", err)
 	}
-	return parseFSL(bvalData, bvecData, bvalPath, bvecPath)
+	return ParseFSL(bvalData, bvecData, bvalPath, bvecPath)
 }
 
-// parseFSL is ReadFSL on file contents; the paths are used in messages and
+// ParseFSL is ReadFSL on file contents (e.g. embedded tables); the paths are used in messages and
 // for the design's name.
-func parseFSL(bvalData, bvecData []byte, bvalPath, bvecPath string) (family.Design, error) {
+func ParseFSL(bvalData, bvecData []byte, bvalPath, bvecPath string) (family.Design, error) {
 	bvals, err := parseRows(bvalData, bvalPath)
 	if err != nil {
 		return family.Design{}, err
@@ -97,19 +97,6 @@ func parseFSL(bvalData, bvecData []byte, bvalPath, bvecPath string) (family.Desi
 	return family.Design{N: n, CovDim: 4, Cov: cov, Name: name}, nil
 }
 
-// DesignFromTable implements family.TableDesigner with ReadFSL followed by
-// CheckDesign.
-func (m *Model) DesignFromTable(bvalPath, bvecPath string) (family.Design, error) {
-	d, err := ReadFSL(bvalPath, bvecPath)
-	if err != nil {
-		return d, err
-	}
-	if err := CheckDesign(d); err != nil {
-		return d, fmt.Errorf("dmri: %s, %s: %w", bvalPath, bvecPath, err)
-	}
-	return d, nil
-}
-
 // parseRows parses a whitespace-separated numeric table, skipping blank
 // lines and '#' comments. "nan" (any case) parses as NaN.
 func parseRows(data []byte, path string) ([][]float64, error) {
@@ -157,3 +144,5 @@ func shape(rows [][]float64) string {
 	}
 	return fmt.Sprintf("%d rows with %s values", len(rows), strings.Join(lens, ", "))
 }
+
+func dot(a, b [3]float64) float64 { return a[0]*b[0] + a[1]*b[1] + a[2]*b[2] }
