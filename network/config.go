@@ -1,6 +1,8 @@
 package network
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/prismsbi/prism/family"
@@ -44,39 +46,123 @@ type Config struct {
 	// of λ (model decoder) and c_noise (parameter decoder) (reference: 64).
 	LambdaEmbed int `json:"lambda_embed"`
 	NoiseEmbed  int `json:"noise_embed"`
-	// PointsPerToken groups consecutive values of grid observations
-	// (symbolic, lingauss) into one encoder token (paper: 10).
-	PointsPerToken int `json:"points_per_token"`
-	// MaxB [s/mm²] is the b-value mapped to +1 by the dMRI encoder's
-	// b̃ = 2·clip(b, 0, MaxB)/MaxB − 1 (reference: 4000).
-	MaxB float64 `json:"max_b"`
-	// BEmbed is the width of the dMRI encoder's Fourier embedding of b̃
-	// (reference: 12; the signal and the b-vector are repeated to the same
-	// width).
-	BEmbed int `json:"b_embed"`
-	// TensorFeatures appends to every dMRI token the six unique entries of
-	// g gᵀ and of s·g gᵀ (off-diagonals scaled by √2), a prism extension
-	// of the reference's token (reference-spec §3.4). Attention pooling of
-	// these gives the signal-weighted second moment Σ s_j g_j g_jᵀ, the
-	// quantity a diffusion-tensor fit works from, so fibre directions are
-	// a smooth function of pooled features instead of something every
-	// layer has to discover; the reference width 36 is kept when false.
-	TensorFeatures bool `json:"tensor_features,omitempty"`
-	// GridLinear (grid families) appends each token's raw values y_j to
-	// its features and gives every token position its own input
-	// projection (a prism extension; the reference shares one projection
-	// and adds a positional embedding). Mean pooling over tokens can then
-	// represent any linear statistic Σ_j w_j y_j of the whole grid exactly,
-	// such as Φᵀy, the sufficient statistic of a linear-Gaussian model.
-	// Meant for data of order one (lingauss); the input width grows by the
-	// number of token positions.
-	GridLinear bool `json:"grid_linear,omitempty"`
+	// Grid and Diffusion configure the observation encoders' input
+	// embeddings; the family's observation kind chooses which one a network
+	// uses (family.ObservationKindOf), the other is ignored.
+	Grid      GridEncoderConfig      `json:"grid"`
+	Diffusion DiffusionEncoderConfig `json:"diffusion"`
 	// Training noise levels: ln σ ~ N(LogSigmaMean, LogSigmaStd²), σ
 	// clipped to [SigmaMin, SigmaMax] (reference: −1.2, 1.2, 2e-4, 80).
 	LogSigmaMean float64 `json:"log_sigma_mean"`
 	LogSigmaStd  float64 `json:"log_sigma_std"`
 	SigmaMin     float64 `json:"sigma_min"`
 	SigmaMax     float64 `json:"sigma_max"`
+}
+
+// GridEncoderConfig configures the input embedding of grid observations
+// (family.ObservationGrid: symbolic regression, lingauss, spec families).
+type GridEncoderConfig struct {
+	// PointsPerToken groups consecutive values into one encoder token
+	// (paper: 10).
+	PointsPerToken int `json:"points_per_token"`
+	// Linear appends each token's raw values y_j to its features and gives
+	// every token position its own input projection (a prism extension;
+	// the reference shares one projection and adds a positional
+	// embedding). Mean pooling over tokens can then represent any linear
+	// statistic Σ_j w_j y_j of the whole grid exactly, such as Φᵀy, the
+	// sufficient statistic of a linear-Gaussian model. Meant for data of
+	// order one (lingauss); the input width grows by the number of token
+	// positions.
+	Linear bool `json:"linear,omitempty"`
+}
+
+// DiffusionEncoderConfig configures the input embedding of diffusion MRI
+// observations (family.ObservationDiffusion: one token per measurement
+// (b, gx, gy, gz, signal)).
+type DiffusionEncoderConfig struct {
+	// MaxB [s/mm²] is the b-value mapped to +1 by
+	// b̃ = 2·clip(b, 0, MaxB)/MaxB − 1 (reference: 4000).
+	MaxB float64 `json:"max_b"`
+	// BEmbed is the width of the Fourier embedding of b̃ (reference: 12;
+	// the signal and the b-vector are repeated to the same width).
+	BEmbed int `json:"b_embed"`
+	// TensorFeatures appends to every token the six unique entries of
+	// g gᵀ and of s·g gᵀ (off-diagonals scaled by √2), a prism extension
+	// of the reference's token. Attention pooling of these gives the
+	// signal-weighted second moment Σ s_j g_j g_jᵀ, the quantity a
+	// diffusion-tensor fit works from, so fibre directions are a smooth
+	// function of pooled features instead of something every layer has to
+	// discover; the reference width 36 is kept when false.
+	TensorFeatures bool `json:"tensor_features,omitempty"`
+}
+
+// UnmarshalJSON reads a Config strictly (unknown keys are errors) and also
+// accepts the flat keys of checkpoints and configuration files written
+// before the encoders had their own sections: points_per_token and
+// grid_linear (now grid.points_per_token, grid.linear), max_b, b_embed and
+// tensor_features (now diffusion.…). A key given both ways must agree.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	type plain Config // without methods: no recursion
+	var v struct {
+		plain
+		PointsPerToken *int     `json:"points_per_token"`
+		GridLinear     *bool    `json:"grid_linear"`
+		MaxB           *float64 `json:"max_b"`
+		BEmbed         *int     `json:"b_embed"`
+		TensorFeatures *bool    `json:"tensor_features"`
+	}
+	v.plain = plain(*c)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	// A legacy key overrides the default (or earlier) value in *c unless
+	// the new section set a different value from the same document.
+	var fresh struct {
+		Grid      *json.RawMessage `json:"grid"`
+		Diffusion *json.RawMessage `json:"diffusion"`
+	}
+	_ = json.Unmarshal(data, &fresh) // the strict decode above already accepted data
+	out := Config(v.plain)
+	for _, l := range []struct {
+		set     bool
+		name    string
+		section *json.RawMessage
+		apply   func() bool // copies the legacy value; reports whether it differs from the section's
+	}{
+		{v.PointsPerToken != nil, "points_per_token", fresh.Grid, func() bool {
+			d := out.Grid.PointsPerToken != *v.PointsPerToken
+			out.Grid.PointsPerToken = *v.PointsPerToken
+			return d
+		}},
+		{v.GridLinear != nil, "grid_linear", fresh.Grid, func() bool {
+			d := out.Grid.Linear != *v.GridLinear
+			out.Grid.Linear = *v.GridLinear
+			return d
+		}},
+		{v.MaxB != nil, "max_b", fresh.Diffusion, func() bool {
+			d := out.Diffusion.MaxB != *v.MaxB
+			out.Diffusion.MaxB = *v.MaxB
+			return d
+		}},
+		{v.BEmbed != nil, "b_embed", fresh.Diffusion, func() bool {
+			d := out.Diffusion.BEmbed != *v.BEmbed
+			out.Diffusion.BEmbed = *v.BEmbed
+			return d
+		}},
+		{v.TensorFeatures != nil, "tensor_features", fresh.Diffusion, func() bool {
+			d := out.Diffusion.TensorFeatures != *v.TensorFeatures
+			out.Diffusion.TensorFeatures = *v.TensorFeatures
+			return d
+		}},
+	} {
+		if l.set && l.apply() && l.section != nil {
+			return fmt.Errorf("network: %s is given both at the top level and in its encoder section, with different values", l.name)
+		}
+	}
+	*c = out
+	return nil
 }
 
 // DefaultConfig returns the network sizes used on this project's 2-core
@@ -93,7 +179,8 @@ func DefaultConfig(f family.Family) Config {
 		ModelDim: 64, Heads: 4, HeadDim: 16, MLPWidth: 4,
 		EncoderLayers: 2, MaskLayers: 4, ParamLayers: 4,
 		LambdaEmbed: 64, NoiseEmbed: 64,
-		PointsPerToken: 10, MaxB: 4000, BEmbed: 12,
+		Grid:      GridEncoderConfig{PointsPerToken: 10},
+		Diffusion: DiffusionEncoderConfig{MaxB: 4000, BEmbed: 12},
 		LogSigmaMean: -1.2, LogSigmaStd: 1.2, SigmaMin: 2e-4, SigmaMax: 80,
 	}
 }
@@ -115,12 +202,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: lambda_nodes %d must be in [0, 256] and needs mask_decoder %q", c.LambdaNodes, CategoricalDecoder)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
-	case c.PointsPerToken <= 0:
-		return fmt.Errorf("network: points_per_token %d must be positive", c.PointsPerToken)
-	case !(c.MaxB > 0):
-		return fmt.Errorf("network: max_b %v must be positive", c.MaxB)
-	case c.BEmbed <= 0:
-		return fmt.Errorf("network: b_embed %d must be positive", c.BEmbed)
+	case c.Grid.PointsPerToken <= 0:
+		return fmt.Errorf("network: grid.points_per_token %d must be positive", c.Grid.PointsPerToken)
+	case !(c.Diffusion.MaxB > 0):
+		return fmt.Errorf("network: diffusion.max_b %v must be positive", c.Diffusion.MaxB)
+	case c.Diffusion.BEmbed <= 0:
+		return fmt.Errorf("network: diffusion.b_embed %d must be positive", c.Diffusion.BEmbed)
 	case !(c.LogSigmaStd >= 0) || !(c.SigmaMin > 0) || !(c.SigmaMax >= c.SigmaMin):
 		return fmt.Errorf("network: noise distribution (log σ ~ N(%v, %v²), σ ∈ [%v, %v]) invalid", c.LogSigmaMean, c.LogSigmaStd, c.SigmaMin, c.SigmaMax)
 	}

@@ -18,11 +18,12 @@ import (
 func TestGridLinearInputs(t *testing.T) {
 	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
 		c := tinyConfig(f)
-		c.GridLinear = true
+		c.Grid.Linear = true
 		return c
 	}, 1)
-	p, tw, w := n.cfg.PointsPerToken, n.gridTokenWidth(), n.gridInputWidth()
-	if tw != 3*p+2 || w != n.maxObs*tw {
+	e := n.emb.(*gridEmbedder)
+	p, tw, w := n.cfg.Grid.PointsPerToken, e.tokenWidth(), e.inputWidth()
+	if tw != 3*p+2 || w != e.maxObs*tw {
 		t.Fatalf("widths: token %d, row %d", tw, w)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
@@ -82,7 +83,7 @@ func TestGridLinearInputs(t *testing.T) {
 	}
 	f := lookup(t, "b3s")
 	c := tinyConfig(f)
-	c.GridLinear = true
+	c.Grid.Linear = true
 	if _, err := New(f, c, 1); err == nil {
 		t.Error("grid_linear accepted for b3s")
 	}

@@ -18,7 +18,7 @@ func tinyConfig(f family.Family) Config {
 	c := DefaultConfig(f)
 	c.ModelDim, c.Heads, c.HeadDim, c.MLPWidth = 16, 2, 8, 2
 	c.EncoderLayers, c.MaskLayers, c.ParamLayers = 1, 2, 2
-	c.LambdaEmbed, c.NoiseEmbed, c.BEmbed = 8, 8, 6
+	c.LambdaEmbed, c.NoiseEmbed, c.Diffusion.BEmbed = 8, 8, 6
 	return c
 }
 

@@ -263,10 +263,10 @@ func TestDMRITokens(t *testing.T) {
 	n := newNet(t, "b3s", DefaultConfig, 1)
 	d := family.Design{N: 3, CovDim: 4, Cov: []float64{0, 1, 0, 0, 2000, 0, 0.6, 0.8, 9000, 0.6, 0, -0.8}}
 	s := []float64{1, 0.5, 0}
-	f := dmriFeatures(n.cfg)
+	f := dmriFeatures(n.cfg.Diffusion)
 	bt := make([]float32, 3)
 	feat := make([]float32, 3*f)
-	n.dmriTokens(d, s, bt, feat)
+	dmriTokens(n.cfg.Diffusion, d, s, bt, feat)
 	wantB := []float32{-1, 0, 1}
 	for j := range 3 {
 		if bt[j] != wantB[j] {
@@ -287,8 +287,8 @@ func TestDMRITokens(t *testing.T) {
 			}
 		}
 	}
-	if f+n.cfg.BEmbed != 36 {
-		t.Fatalf("dMRI token input width %d, want 36 (reference-spec §3.4)", f+n.cfg.BEmbed)
+	if f+n.cfg.Diffusion.BEmbed != 36 {
+		t.Fatalf("dMRI token input width %d, want 36 (the reference implementation's token width)", f+n.cfg.Diffusion.BEmbed)
 	}
 }
 
@@ -298,17 +298,17 @@ func TestDMRITokens(t *testing.T) {
 // matrices), and they vanish for b = 0.
 func TestDMRITensorFeatures(t *testing.T) {
 	cfg := DefaultConfig(nil)
-	cfg.TensorFeatures = true
+	cfg.Diffusion.TensorFeatures = true
 	n := newNet(t, "b3s", func(family.Family) Config { return cfg }, 1)
 	d := family.Design{N: 2, CovDim: 4, Cov: []float64{0, 0.6, 0.8, 0, 2000, 0.6, 0, -0.8}}
 	s := []float64{1, 0.4}
-	f := dmriFeatures(n.cfg)
-	if f+n.cfg.BEmbed != 36+12 {
-		t.Fatalf("token width %d, want 48", f+n.cfg.BEmbed)
+	f := dmriFeatures(n.cfg.Diffusion)
+	if f+n.cfg.Diffusion.BEmbed != 36+12 {
+		t.Fatalf("token width %d, want 48", f+n.cfg.Diffusion.BEmbed)
 	}
 	bt := make([]float32, 2)
 	feat := make([]float32, 2*f)
-	n.dmriTokens(d, s, bt, feat)
+	dmriTokens(n.cfg.Diffusion, d, s, bt, feat)
 	for k := 24; k < 36; k++ {
 		if feat[k] != 0 {
 			t.Fatalf("b = 0 tensor feature %d = %v, want 0", k-24, feat[k])

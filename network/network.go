@@ -46,10 +46,8 @@ type Net struct {
 	store  *engine.ParamStore
 	layout *family.Layout
 
-	c, dmax int  // components, latent dimensions
-	grid    bool // grid encoder (CovDim 1) or dMRI encoder (CovDim 4)
-	covDim  int
-	maxObs  int // grid: encoder tokens of the family's default design (positional table size)
+	c, dmax int // components, latent dimensions
+	covDim  int // covariates per measurement of the family's designs
 	nFrac   int
 	nShared int
 	tokens  []token // parameter tokens in θ order
@@ -57,12 +55,10 @@ type Net struct {
 	compTok []int   // component → its parameter token, −1 if it has no latents
 
 	// encoder
-	encW, encB *engine.Tensor // input map [F, D]
-	encPos     *engine.Tensor // grid: [maxObs, D]
-	encFourier *engine.Tensor // dMRI: [⌈BEmbed/2⌉, 1]
-	enc        []block
-	encLNg     *engine.Tensor
-	encLNb     *engine.Tensor
+	emb    embedder // input layer of the family's observation kind
+	enc    []block
+	encLNg *engine.Tensor
+	encLNb *engine.Tensor
 
 	// tokenizer
 	id        *engine.Tensor   // [C, D] component identities (both decoders)
@@ -124,16 +120,8 @@ func New(f family.Family, cfg Config, seed uint64) (*Net, error) {
 	}
 	d0 := ds.SampleDesign(rand.New(rand.NewPCG(seed, 1)))
 	n.covDim = d0.CovDim
-	switch d0.CovDim {
-	case 1:
-		n.grid = true
-		n.maxObs = (d0.N + cfg.PointsPerToken - 1) / cfg.PointsPerToken
-	case 4:
-		if cfg.GridLinear {
-			return nil, fmt.Errorf("network: grid_linear is for grid families; %s is a dMRI family", f.Name())
-		}
-	default:
-		return nil, fmt.Errorf("network: family %s has %d covariates per measurement; the encoders handle 1 (grid) or 4 (dMRI)", f.Name(), d0.CovDim)
+	if n.emb, err = newEmbedder(f, cfg, d0); err != nil {
+		return nil, fmt.Errorf("network: %s: %w", f.Name(), err)
 	}
 	if cfg.MaskDecoder == CategoricalDecoder {
 		if err := n.planCategorical(); err != nil {
@@ -186,14 +174,7 @@ func (n *Net) build(comps []family.Component) {
 	z := engine.Zeros
 
 	enc := s.Scope("enc")
-	if n.grid {
-		n.encW = enc.New("in.w", vs1, n.gridInputWidth(), d)
-		n.encPos = enc.New("pos", engine.Normal(1), n.maxObs, d)
-	} else {
-		n.encFourier = enc.New("fourier", engine.Normal(1), (c.BEmbed+1)/2, 1)
-		n.encW = enc.New("in.w", vs1, c.BEmbed+dmriFeatures(c), d)
-	}
-	n.encB = enc.New("in.b", z, d)
+	n.emb.build(enc, d)
 	n.enc = make([]block, c.EncoderLayers)
 	for i := range n.enc {
 		n.enc[i] = newBlock(enc.Subf("layer%d", i), c, c.EncoderLayers, false, 0)

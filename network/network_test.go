@@ -114,8 +114,8 @@ func TestTokenizer(t *testing.T) {
 			g := engine.NewGraph()
 			enc := n.encode(g, &bt.enc)
 			wantT := s[0].Design.N
-			if n.grid {
-				wantT = (wantT + n.cfg.PointsPerToken - 1) / n.cfg.PointsPerToken
+			if family.ObservationKindOf(n.fam) == family.ObservationGrid {
+				wantT = (wantT + n.cfg.Grid.PointsPerToken - 1) / n.cfg.Grid.PointsPerToken
 			}
 			if !slices.Equal(enc.Shape, []int{b, wantT, n.cfg.ModelDim}) {
 				t.Fatalf("encoder output %v, want [%d %d %d]", enc.Shape, b, wantT, n.cfg.ModelDim)

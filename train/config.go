@@ -287,16 +287,6 @@ func baseConfig(f family.Family) Config {
 	}
 }
 
-// tuneB3S is the setting of configs/b3s.yaml.
-func tuneB3S(c *Config) {
-	c.BatchSize = 32
-	c.Designs = []string{"ukb-mix", "hcp-mix", "shell:2500:20:1"}
-	c.Validation = ValidationConfig{Size: 512, Every: 250}
-	n := &c.Network
-	n.ModelDim, n.EncoderLayers, n.MaskLayers, n.ParamLayers = 64, 2, 4, 3
-	n.TensorFeatures = true
-}
-
 // Validate checks the configuration against family f (design names are
 // resolved, the network configuration is left to network.New).
 func (c *Config) Validate(f family.Family) error {

@@ -76,7 +76,7 @@ func TestReplicasGiveTheSameStep(t *testing.T) {
 		n := &c.Network
 		n.ModelDim, n.Heads, n.HeadDim, n.MLPWidth = 16, 2, 8, 2
 		n.EncoderLayers, n.MaskLayers, n.ParamLayers = 1, 1, 1
-		n.LambdaEmbed, n.NoiseEmbed, n.BEmbed = 8, 8, 6
+		n.LambdaEmbed, n.NoiseEmbed, n.Diffusion.BEmbed = 8, 8, 6
 		return c
 	}
 	cases := []struct {

@@ -476,7 +476,7 @@ func TestTwoStreamsResume(t *testing.T) {
 	n := &cfg.Network
 	n.ModelDim, n.Heads, n.HeadDim, n.MLPWidth = 16, 2, 8, 2
 	n.EncoderLayers, n.MaskLayers, n.ParamLayers = 1, 1, 1
-	n.LambdaEmbed, n.NoiseEmbed, n.BEmbed = 8, 8, 6
+	n.LambdaEmbed, n.NoiseEmbed, n.Diffusion.BEmbed = 8, 8, 6
 
 	ref := filepath.Join(t.TempDir(), "ref")
 	runToEnd(t, newTrainer(t, cfg, ref))

@@ -746,3 +746,7 @@ func addScaled(dst *[3]float64, a float64, v [3]float64) {
 	dst[1] += a * v[1]
 	dst[2] += a * v[2]
 }
+
+// ObservationKind implements family.ObservationKinder: one signal per
+// measurement (b, gx, gy, gz).
+func (m *Model) ObservationKind() string { return family.ObservationDiffusion }
