@@ -179,8 +179,8 @@ func DefaultConfig(f family.Family) Config {
 		ModelDim: 64, Heads: 4, HeadDim: 16, MLPWidth: 4,
 		EncoderLayers: 2, MaskLayers: 4, ParamLayers: 4,
 		LambdaEmbed: 64, NoiseEmbed: 64,
-		Grid:      GridEncoderConfig{PointsPerToken: 10},
-		Diffusion: DiffusionEncoderConfig{MaxB: 4000, BEmbed: 12},
+		Grid:         GridEncoderConfig{PointsPerToken: 10},
+		Diffusion:    DiffusionEncoderConfig{MaxB: 4000, BEmbed: 12},
 		LogSigmaMean: -1.2, LogSigmaStd: 1.2, SigmaMin: 2e-4, SigmaMax: 80,
 	}
 }

@@ -120,4 +120,3 @@ func tensorTokenFeatures(cov []float64, s float64, out []float32) {
 		out[tensorFeatures+k] = float32(sc * v)
 	}
 }
-

@@ -146,4 +146,3 @@ func gridTokens(y []float64, p int, out []float32) {
 		row[2*p], row[2*p+1] = loc, scale
 	}
 }
-
