@@ -28,3 +28,16 @@ func ObservationKindOf(f Family) string {
 	}
 	return ObservationGrid
 }
+
+// ObservationPoints: one value per measurement at a value of one covariate
+// (e.g. a sampling time) of the observation's own; observations differ in
+// where and how often they were measured (spec families with
+// observation.covariate).
+const ObservationPoints = "points"
+
+// CovariateRanger is implemented by families with ObservationPoints
+// observations: the range of covariate values the network should expect,
+// which scales its input.
+type CovariateRanger interface {
+	CovariateRange() (lo, hi float64)
+}

@@ -51,6 +51,7 @@ type Config struct {
 	// uses (family.ObservationKindOf), the other is ignored.
 	Grid      GridEncoderConfig      `json:"grid"`
 	Diffusion DiffusionEncoderConfig `json:"diffusion"`
+	Points    PointsEncoderConfig    `json:"points"`
 	// Training noise levels: ln σ ~ N(LogSigmaMean, LogSigmaStd²), σ
 	// clipped to [SigmaMin, SigmaMax] (reference: −1.2, 1.2, 2e-4, 80).
 	LogSigmaMean float64 `json:"log_sigma_mean"`
@@ -94,6 +95,14 @@ type DiffusionEncoderConfig struct {
 	// function of pooled features instead of something every layer has to
 	// discover; the reference width 36 is kept when false.
 	TensorFeatures bool `json:"tensor_features,omitempty"`
+}
+
+// PointsEncoderConfig configures the input embedding of observations
+// measured at covariate values of their own (family.ObservationPoints).
+type PointsEncoderConfig struct {
+	// Fourier is the width of the learnable Gaussian-Fourier embedding of
+	// the scaled covariate.
+	Fourier int `json:"fourier"`
 }
 
 // UnmarshalJSON reads a Config strictly (unknown keys are errors) and also
@@ -181,11 +190,14 @@ func DefaultConfig(f family.Family) Config {
 		LambdaEmbed: 64, NoiseEmbed: 64,
 		Grid:         GridEncoderConfig{PointsPerToken: 10},
 		Diffusion:    DiffusionEncoderConfig{MaxB: 4000, BEmbed: 12},
+		Points:       PointsEncoderConfig{Fourier: 16},
 		LogSigmaMean: -1.2, LogSigmaStd: 1.2, SigmaMin: 2e-4, SigmaMax: 80,
 	}
 }
 
-// Validate reports the first invalid field of c.
+// Validate reports the first invalid field of c. The encoder sections are
+// checked by the encoder of the family's observation kind, which alone
+// reads its section.
 func (c Config) Validate() error {
 	switch {
 	case c.ModelDim <= 0 || c.ModelDim%2 != 0:
@@ -202,12 +214,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: lambda_nodes %d must be in [0, 256] and needs mask_decoder %q", c.LambdaNodes, CategoricalDecoder)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
-	case c.Grid.PointsPerToken <= 0:
-		return fmt.Errorf("network: grid.points_per_token %d must be positive", c.Grid.PointsPerToken)
-	case !(c.Diffusion.MaxB > 0):
-		return fmt.Errorf("network: diffusion.max_b %v must be positive", c.Diffusion.MaxB)
-	case c.Diffusion.BEmbed <= 0:
-		return fmt.Errorf("network: diffusion.b_embed %d must be positive", c.Diffusion.BEmbed)
 	case !(c.LogSigmaStd >= 0) || !(c.SigmaMin > 0) || !(c.SigmaMax >= c.SigmaMin):
 		return fmt.Errorf("network: noise distribution (log σ ~ N(%v, %v²), σ ∈ [%v, %v]) invalid", c.LogSigmaMean, c.LogSigmaStd, c.SigmaMin, c.SigmaMax)
 	}

@@ -17,9 +17,12 @@ type diffusionEmbedder struct {
 	w, b    *engine.Tensor // input map [BEmbed + features, D], [D]
 }
 
-func newDiffusionEmbedder(c Config, d0 family.Design) (embedder, error) {
+func newDiffusionEmbedder(c Config, _ family.Family, d0 family.Design) (embedder, error) {
 	if d0.CovDim != 4 {
 		return nil, fmt.Errorf("diffusion observations have four covariates per value (b, gx, gy, gz), the design has %d", d0.CovDim)
+	}
+	if !(c.Diffusion.MaxB > 0) || c.Diffusion.BEmbed <= 0 {
+		return nil, fmt.Errorf("diffusion.max_b %v and diffusion.b_embed %d must be positive", c.Diffusion.MaxB, c.Diffusion.BEmbed)
 	}
 	if c.Grid.Linear {
 		return nil, fmt.Errorf("grid.linear is for grid observations, not diffusion MRI")

@@ -18,11 +18,14 @@ type gridEmbedder struct {
 	pos    *engine.Tensor // [maxObs, D]
 }
 
-func newGridEmbedder(c Config, d0 family.Design) (embedder, error) {
+func newGridEmbedder(c Config, _ family.Family, d0 family.Design) (embedder, error) {
 	if d0.CovDim != 1 {
 		return nil, fmt.Errorf("grid observations have one covariate per value (the grid position), the design has %d", d0.CovDim)
 	}
 	p := c.Grid.PointsPerToken
+	if p <= 0 {
+		return nil, fmt.Errorf("grid.points_per_token %d must be positive", p)
+	}
 	return &gridEmbedder{c: c.Grid, maxObs: (d0.N + p - 1) / p}, nil
 }
 

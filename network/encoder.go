@@ -19,7 +19,7 @@ type Observation struct {
 type encInput struct {
 	B, T  int
 	Feat  []float32 // per-token features, [B, T, embedder's width]
-	BTild []float32 // diffusion: [B, T, 1] scaled b-values b̃
+	BTild []float32 // diffusion: [B, T, 1] scaled b-values b̃; points: scaled covariates
 	tok   []float32 // grid with Linear: one observation's [T, 2P+2] tokens
 }
 
@@ -44,9 +44,10 @@ type embedder interface {
 // embedders maps each observation kind to the constructor of its embedder,
 // given the network configuration and the family's default design. A new
 // kind of observation is one entry here and one file.
-var embedders = map[string]func(c Config, d0 family.Design) (embedder, error){
+var embedders = map[string]func(c Config, f family.Family, d0 family.Design) (embedder, error){
 	family.ObservationGrid:      newGridEmbedder,
 	family.ObservationDiffusion: newDiffusionEmbedder,
+	family.ObservationPoints:    newPointsEmbedder,
 }
 
 // newEmbedder returns the embedder for family f's observations.
@@ -54,9 +55,9 @@ func newEmbedder(f family.Family, c Config, d0 family.Design) (embedder, error) 
 	kind := family.ObservationKindOf(f)
 	ctor, ok := embedders[kind]
 	if !ok {
-		return nil, fmt.Errorf("observations of kind %q; the encoders read %q and %q", kind, family.ObservationGrid, family.ObservationDiffusion)
+		return nil, fmt.Errorf("observations of kind %q; the encoders read %q, %q and %q", kind, family.ObservationGrid, family.ObservationDiffusion, family.ObservationPoints)
 	}
-	return ctor(c, d0)
+	return ctor(c, f, d0)
 }
 
 // resize returns s with length m, reusing its storage when possible.

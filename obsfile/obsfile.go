@@ -1,7 +1,9 @@
 // Package obsfile reads the observation files of prism's posterior
 // commands (sample, select, predict, lambda-sweep): JSON lines with one
 // data set per line ({"x": […]}, optionally with its own dMRI table
-// "bvals"/"bvecs", and the "mask"/"theta" that `prism simulate` records),
+// "bvals"/"bvecs" or, for families whose observations have their own
+// covariate values, "at": […], and the "mask"/"theta" that `prism
+// simulate` records),
 // or CSV with one data set per row.
 //
 // Every value is checked before anything is computed: a missing or null
@@ -62,6 +64,7 @@ type jsonLine struct {
 	X     []*float64    `json:"x"`
 	BVals []*float64    `json:"bvals"`
 	BVecs [][]*float64  `json:"bvecs"`
+	At    []*float64    `json:"at"`
 	Mask  []int         `json:"mask"`
 	Theta family.Params `json:"theta"`
 }
@@ -103,7 +106,18 @@ func parseJSONLine(b []byte, f family.Family, design DesignFunc, def **family.De
 		return Record{}, err
 	}
 	var d family.Design
+	points := family.ObservationKindOf(f) == family.ObservationPoints
 	switch {
+	case points && j.At == nil:
+		return Record{}, fmt.Errorf(`no "at" values: %s measures every observation at covariate values of its own (give them as "at": […], one per value of "x")`, f.Name())
+	case !points && j.At != nil:
+		return Record{}, fmt.Errorf(`"at" is for families whose observations have their own covariate values; %s has a fixed design`, f.Name())
+	case points:
+		at, err := values("at", j.At)
+		if err != nil {
+			return Record{}, err
+		}
+		d = family.Design{N: len(at), CovDim: 1, Cov: at, Name: "at"}
 	case j.BVals != nil || j.BVecs != nil:
 		if d, err = ownTable(j.BVals, j.BVecs, len(x)); err != nil {
 			return Record{}, err
@@ -210,6 +224,9 @@ func checkObservation(f family.Family, d family.Design, x []float64) error {
 func ReadCSV(r io.Reader, name string, f family.Family, design DesignFunc) ([]Record, error) {
 	if design == nil {
 		return nil, fmt.Errorf("%s: CSV observations need a design", name)
+	}
+	if family.ObservationKindOf(f) == family.ObservationPoints {
+		return nil, fmt.Errorf(`%s: %s measures every observation at covariate values of its own; give JSON lines with "x" and "at", not CSV`, name, f.Name())
 	}
 	d, err := design()
 	if err != nil {

@@ -327,7 +327,7 @@ func sameNumerics(a, b *Config) error {
 func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, error) {
 	net, err := network.New(f, cfg.Network, deriveSeed(cfg.Seed, tagInit))
 	if err != nil {
-		return nil, fmt.Errorf("train: network: %w", err)
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	params := net.Params()
 	opt, err := optim.New(params.OptimParams(), cfg.Optimizer.optim())

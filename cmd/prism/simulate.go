@@ -126,7 +126,7 @@ func simulateTo(w io.Writer, f family.Family, opt family.SimOptions, n int, with
 // appendSample appends one JSON line:
 //
 //	{"index":I,"lambda":L,"mask":[0,1,…],"theta":PARAMS,"x":[…]
-//	 [,"bvals":[…],"bvecs":[[gx,gy,gz],…]]}
+//	 [,"bvals":[…],"bvecs":[[gx,gy,gz],…]] [,"at":[…]]}
 //
 // with PARAMS the natural parameters in the --params layout.
 func appendSample(b []byte, f family.Family, s *family.Sample, withTable bool) ([]byte, error) {
@@ -155,6 +155,10 @@ func appendSample(b []byte, f family.Family, s *family.Sample, withTable bool) (
 	var bad bool
 	if b, bad = appendFloats(b, s.X); bad {
 		return b, fmt.Errorf("sample %d (mask %s): the simulator produced a non-finite value", s.Index, family.MaskString(s.Mask))
+	}
+	if family.ObservationKindOf(f) == family.ObservationPoints {
+		b = append(b, `,"at":`...)
+		b, _ = appendFloats(b, s.Design.Cov[:s.Design.N])
 	}
 	if withTable && s.Design.CovDim >= 4 {
 		b = append(b, `,"bvals":[`...)

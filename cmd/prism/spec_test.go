@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -206,3 +207,78 @@ log_every: 1
 validation: {size: 16, every: 0}
 network: {model_dim: 16, heads: 2, head_dim: 8, mlp_width: 2, encoder_layers: 1, mask_layers: 1, param_layers: 1, lambda_embed: 8, noise_embed: 8}
 `
+
+// decaySpec is a family whose observations are measured at sampling times
+// of their own (observation.covariate): two exponential decays, either or
+// both present, seen at 12 sorted times in training.
+const decaySpec = `name: decay-times
+components:
+  - {name: Fast, params: [{name: a, prior: "uniform(0.5, 2)"}, {name: k, prior: "log_uniform(0.5, 3)"}], term: "a*exp(-k*t)"}
+  - {name: Slow, params: [{name: b, prior: "uniform(0.5, 2)"}, {name: r, prior: "log_uniform(0.02, 0.2)"}], term: "b*exp(-r*t)"}
+  - {name: Gaussian, role: noise, params: [{name: sd, prior: "log_uniform(0.02, 0.1)"}], noise: sd}
+observation:
+  n: 12
+  covariate: {name: t, unit: h, prior: "uniform(0, 24)", sorted: true}
+simulator: {builtin: additive}
+`
+
+// TestSpecPerObservationDesigns: a spec family with per-observation
+// designs trains (the network reads the "points" kind), `prism simulate`
+// records each observation's times as "at", and `sample`/`select` read
+// them back — including an observation measured at fewer, other times
+// than training used. An observation without "at" is refused by name.
+func TestSpecPerObservationDesigns(t *testing.T) {
+	dir := t.TempDir()
+	spec, cfg := filepath.Join(dir, "family.yaml"), filepath.Join(dir, "config.yaml")
+	for path, data := range map[string]string{spec: decaySpec, cfg: tinyNoValidation} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := filepath.Join(dir, "run")
+	if code, _, errs := prism("train", "--spec", spec, "--config", cfg, "--steps", "6", "--quiet", "--out", run); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errs)
+	}
+	obs := filepath.Join(dir, "obs.jsonl")
+	if code, _, errs := prism("simulate", "--spec", spec, "--n", "3", "--seed", "5", "--out", obs); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var rec struct {
+			X  []float64 `json:"x"`
+			At []float64 `json:"at"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.At) != 12 || len(rec.X) != 12 || !sort.Float64sAreSorted(rec.At) || rec.At[0] < 0 || rec.At[11] > 24 {
+			t.Fatalf("simulated line lacks 12 sorted times in [0, 24]: %s", line)
+		}
+	}
+	// A fourth observation at 5 times of its own.
+	extra := `{"x":[2.1,1.6,1.2,0.9,0.5],"at":[0.5,1,2,4,8]}` + "\n"
+	if err := os.WriteFile(obs, append(data, extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := prism("sample", "--checkpoint", run, "--obs", obs, "--lambda", "0.5", "--models", "10", "--params", "4")
+	if code != 0 {
+		t.Fatalf("sample: exit %d: %s", code, errs)
+	}
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 4 {
+		t.Fatalf("sample: %d lines, want 4: %.300s", n, out)
+	}
+	if code, out, errs = prism("select", "--checkpoint", run, "--obs", obs, "--lambda", "0.5", "--discover", "50", "--top", "2"); code != 0 || strings.Count(strings.TrimSpace(out), "\n")+1 != 4 {
+		t.Fatalf("select: exit %d: %s %s", code, errs, out)
+	}
+	noAt := filepath.Join(dir, "noat.jsonl")
+	if err := os.WriteFile(noAt, []byte(`{"x":[1,2,3]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs = prism("sample", "--checkpoint", run, "--obs", noAt, "--lambda", "0.5"); code == 0 || !strings.Contains(errs, `no "at" values`) || !strings.Contains(errs, "noat.jsonl:1") {
+		t.Fatalf("observation without times: exit %d, stderr %q", code, errs)
+	}
+}

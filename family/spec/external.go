@@ -34,9 +34,13 @@ const (
 
 // Hello is the JSON of the hello frame.
 type Hello struct {
-	Version    int       `json:"version"`
-	Family     string    `json:"family"`
+	Version int    `json:"version"`
+	Family  string `json:"family"`
+	// Grid is the fixed grid; null when observations have designs of
+	// their own, whose covariate Covariate names: every batch then carries
+	// the covariate values of each sample.
 	Grid       []float64 `json:"grid"`
+	Covariate  string    `json:"covariate,omitempty"`
 	Components []string  `json:"components"`
 	// Columns names the P parameter columns of a batch: the shared
 	// parameters, the fractions ("fraction.COMPONENT"), then every
@@ -100,6 +104,9 @@ func (f *Family) columns() []string {
 func (p *pool) helloFrame() []byte {
 	p.helloMu.Do(func() {
 		h := Hello{Version: 1, Family: p.f.Name(), Grid: p.f.grid, Columns: p.f.columns()}
+		if c := p.f.covariate; c != nil {
+			h.Covariate = c.name
+		}
 		for _, c := range p.f.comps {
 			h.Components = append(h.Components, c.Name)
 		}
@@ -191,8 +198,26 @@ func (p *pool) close() {
 }
 
 // simulate fills the samples' observations, splitting the batch over the
-// workers.
+// workers. With per-observation designs a batch frame holds samples of one
+// design length, so runs of equal length are sent separately.
 func (p *pool) simulate(samples []family.Sample, bad []bool) error {
+	if p.f.covariate != nil {
+		var errs []error
+		for lo := 0; lo < len(samples); {
+			hi := lo + 1
+			for hi < len(samples) && samples[hi].Design.N == samples[lo].Design.N {
+				hi++
+			}
+			errs = append(errs, p.simulateRun(samples[lo:hi], bad[lo:hi]))
+			lo = hi
+		}
+		return errors.Join(errs...)
+	}
+	return p.simulateRun(samples, bad)
+}
+
+// simulateRun is simulate for samples of one design length.
+func (p *pool) simulateRun(samples []family.Sample, bad []bool) error {
 	W := cap(p.free)
 	chunk := (len(samples) + W - 1) / W
 	var wg sync.WaitGroup
@@ -316,6 +341,16 @@ func (p *pool) batchFrame(w *worker, samples []family.Sample) []byte {
 	for i := range samples {
 		b = binary.LittleEndian.AppendUint64(b, samples[i].SimSeed)
 	}
+	if f.covariate != nil {
+		N := samples[0].Design.N
+		b = binary.LittleEndian.AppendUint32(b, uint32(N))
+		for i := range samples {
+			d := &samples[i].Design
+			for j := range N {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Cov[j*d.CovDim]))
+			}
+		}
+	}
 	w.buf = b
 	return b
 }
@@ -340,8 +375,8 @@ func (p *pool) roundTrip(w *worker, frame []byte, samples []family.Sample, bad [
 	if n != len(samples) {
 		return fmt.Errorf("the reply holds %d observations for a batch of %d", n, len(samples))
 	}
-	if N != len(p.f.grid) {
-		return fmt.Errorf("the simulator wrote %d values per observation, want %d (the grid)", N, len(p.f.grid))
+	if want := samples[0].Design.N; N != want {
+		return fmt.Errorf("the simulator wrote %d values per observation, want %d (the design)", N, want)
 	}
 	need := n * N * 8
 	if cap(w.buf) < need {

@@ -27,8 +27,9 @@ type Family struct {
 	layout       *family.Layout
 	prior        family.MaskPrior
 	spaceSize    *big.Int // nil: family.ModelSpaceSize's rule applies
-	grid         []float64
-	design       family.Design
+	grid         []float64     // fixed grid (nil with per-observation designs)
+	design       family.Design // the fixed grid's design
+	covariate    *covariate    // per-observation designs, nil for a fixed grid
 
 	// Built-in additive simulator: env slots are x, mu, the shared
 	// values, one fraction per component, then each component's values
@@ -78,6 +79,9 @@ func (f *Family) Description() string {
 	if f.file.Description != "" {
 		return f.file.Description
 	}
+	if f.covariate != nil {
+		return fmt.Sprintf("family from a spec file: %d components, %d values per observation at its own %s", len(f.comps), f.covariate.n, f.covariate.name)
+	}
 	return fmt.Sprintf("family from a spec file: %d components, %d-point grid", len(f.comps), len(f.grid))
 }
 
@@ -108,8 +112,15 @@ func (f *Family) ModelSpaceSize() *big.Int {
 // Grid returns the observation grid (shared storage: do not modify).
 func (f *Family) Grid() []float64 { return f.grid }
 
-// Designs returns the fixed grid for "" and "grid".
+// Designs returns the fixed grid for "" and "grid", or with
+// per-observation designs the sampler of training designs for "".
 func (f *Family) Designs(name string) (family.DesignSampler, error) {
+	if f.covariate != nil {
+		if name == "" || name == f.covariate.name {
+			return covariateDesigns{f.covariate}, nil
+		}
+		return nil, fmt.Errorf("spec: %s draws a design per observation (\"\"), not %q; give observations their %s values", f.Name(), name, f.covariate.name)
+	}
 	if name == "" || name == "grid" {
 		return family.FixedDesign(f.design), nil
 	}
@@ -281,13 +292,22 @@ func (f *Family) compileAdditive() error {
 	f.noises = make([]expr, C)
 	for k, c := range f.file.Components {
 		vars := map[string]int{"x": slotX}
+		if f.covariate != nil {
+			vars[f.covariate.name] = slotX // x stays an alias
+		}
 		for i, p := range f.shared {
+			if _, clash := vars[p.Name]; clash {
+				return fmt.Errorf("shared parameter %q has the name of the covariate", p.Name)
+			}
 			vars[p.Name] = 2 + i
 		}
 		if simplex[k] {
 			vars["fraction"] = 2 + S + k
 		}
 		for j, p := range f.comps[k].Params {
+			if f.covariate != nil && (p.Name == f.covariate.name || p.Name == "x") {
+				return fmt.Errorf("component %q: parameter %q has the name of the covariate", c.Name, p.Name)
+			}
 			vars[p.Name] = f.compOff[k] + j
 		}
 		if f.comps[k].Kind == family.Base {

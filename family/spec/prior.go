@@ -151,3 +151,6 @@ func (p *paramPrior) latent(v float64) (float64, error) {
 		return family.PhiInv((v + math.Pi) / (2 * math.Pi)), nil
 	}
 }
+
+// quantile returns the natural value at cumulative probability u.
+func (p *paramPrior) quantile(u float64) float64 { return p.natural(family.PhiInv(u)) }

@@ -98,14 +98,30 @@ type MaskPriorSpec struct {
 	LambdaMax float64 `yaml:"lambda_max"`
 }
 
-// ObservationSpec is the fixed grid every observation is measured on:
-// either Values or N points Start, Start+Step, ….
+// ObservationSpec says where observations are measured. Either a fixed
+// grid every observation shares — Values, or N points Start, Start+Step, …
+// — or, with Covariate, a design of its own per observation: N values
+// (in training; any number at inference) at covariate values drawn from
+// the covariate's prior.
 type ObservationSpec struct {
-	Values []float64 `yaml:"values"`
-	Start  float64   `yaml:"start"`
-	Step   float64   `yaml:"step"`
-	N      int       `yaml:"n"`
-	Unit   string    `yaml:"unit"`
+	Values    []float64      `yaml:"values"`
+	Start     float64        `yaml:"start"`
+	Step      float64        `yaml:"step"`
+	N         int            `yaml:"n"`
+	Unit      string         `yaml:"unit"`
+	Covariate *CovariateSpec `yaml:"covariate"`
+}
+
+// CovariateSpec is the per-measurement covariate of per-observation
+// designs (e.g. the sampling time): its name (the built-in simulator's
+// variable; x is an alias), unit, the prior training draws each
+// measurement's value from, and whether the values of one observation are
+// sorted (sampling times are).
+type CovariateSpec struct {
+	Name   string `yaml:"name"`
+	Unit   string `yaml:"unit"`
+	Prior  string `yaml:"prior"`
+	Sorted bool   `yaml:"sorted"`
 }
 
 // SimulatorSpec selects the simulator.
@@ -287,6 +303,9 @@ func build(s *File, dir string) (*Family, error) {
 }
 
 func (f *Family) buildGrid(o *ObservationSpec) error {
+	if o.Covariate != nil {
+		return f.buildCovariate(o)
+	}
 	switch {
 	case len(o.Values) > 0 && o.N > 0:
 		return errors.New("give values or start/step/n, not both")
@@ -304,6 +323,32 @@ func (f *Family) buildGrid(o *ObservationSpec) error {
 		return errors.New("needs values: [...] or n, start and step (the fixed grid of every observation)")
 	}
 	f.design = family.Design{N: len(f.grid), CovDim: 1, Cov: f.grid, Name: "grid"}
+	return nil
+}
+
+// buildCovariate sets up per-observation designs.
+func (f *Family) buildCovariate(o *ObservationSpec) error {
+	c := o.Covariate
+	switch {
+	case len(o.Values) > 0 || o.Start != 0 || o.Step != 0:
+		return errors.New("a covariate (per-observation designs) replaces the fixed grid: give n and covariate, not values/start/step")
+	case o.N <= 0:
+		return fmt.Errorf("n %d: per-observation designs need the number of measurements training simulates (n > 0)", o.N)
+	case !isIdent(c.Name):
+		return fmt.Errorf("covariate name %q must be a word (letters, digits, _)", c.Name)
+	}
+	ps, err := parsePrior(c.Prior)
+	if err != nil {
+		return fmt.Errorf("covariate %s: %w", c.Name, err)
+	}
+	if len(ps) != 1 {
+		return fmt.Errorf("covariate %s: prior %q must be a one-dimensional prior", c.Name, c.Prior)
+	}
+	lo, hi := ps[0].quantile(0.001), ps[0].quantile(0.999)
+	if !(hi > lo) {
+		return fmt.Errorf("covariate %s: prior %q has no spread", c.Name, c.Prior)
+	}
+	f.covariate = &covariate{name: c.Name, prior: ps[0], sorted: c.Sorted, n: o.N, lo: lo, hi: hi}
 	return nil
 }
 
