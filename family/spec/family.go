@@ -26,7 +26,7 @@ type Family struct {
 	stick        family.StickBreaking
 	layout       *family.Layout
 	prior        family.MaskPrior
-	spaceSize    *big.Int // nil: family.ModelSpaceSize's rule applies
+	spaceSize    *big.Int      // nil: family.ModelSpaceSize's rule applies
 	grid         []float64     // fixed grid (nil with per-observation designs)
 	design       family.Design // the fixed grid's design
 	covariate    *covariate    // per-observation designs, nil for a fixed grid
