@@ -143,3 +143,51 @@ func TestExternalRecovers(t *testing.T) {
 	}
 	t.Logf("dropped %d of 64", dropped)
 }
+
+// TestExternalPerObservationDesigns: with observation.covariate the hello
+// frame names the covariate (grid null) and every batch carries each
+// sample's covariate values; samples of different design lengths go in
+// separate frames. The simulator returns x_j = a + t_j, checked exactly.
+func TestExternalPerObservationDesigns(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	text, err := os.ReadFile("testdata/points.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := filepath.Abs("testdata")
+	fam, err := Parse(text, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fam.(External)
+	t.Cleanup(func() { f.Close() })
+	out, dropped, err := simulate(f, 9)
+	if err != nil || dropped != 0 {
+		t.Fatalf("err %v, dropped %d", err, dropped)
+	}
+	// Three samples measured at 2 times, the rest at 5 (two frames).
+	for i := range 3 {
+		out[i].Design = family.Design{N: 2, CovDim: 1, Cov: []float64{1, 2.5}}
+		out[i].X = out[i].X[:2]
+	}
+	bad := make([]bool, len(out))
+	if err := f.ext.simulate(out, bad); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range out {
+		if s.Design.N != len(s.X) {
+			t.Fatalf("sample %d: %d values for %d times", s.Index, len(s.X), s.Design.N)
+		}
+		a := 0.0
+		if s.Mask[0] {
+			a = f.Natural(s.Theta, s.Mask).Components[0]["a"]
+		}
+		for j, v := range s.X {
+			if want := a + s.Design.Cov[j]; v != want {
+				t.Fatalf("sample %d value %d: %v, want %v (t = %v)", s.Index, j, v, want, s.Design.Cov[j])
+			}
+		}
+	}
+}
