@@ -3,6 +3,7 @@ package network
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/prismsbi/prism/family"
@@ -134,43 +135,31 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	}
 	_ = json.Unmarshal(data, &fresh) // the strict decode above already accepted data
 	out := Config(v.plain)
-	for _, l := range []struct {
-		set     bool
-		name    string
-		section *json.RawMessage
-		apply   func() bool // copies the legacy value; reports whether it differs from the section's
-	}{
-		{v.PointsPerToken != nil, "points_per_token", fresh.Grid, func() bool {
-			d := out.Grid.PointsPerToken != *v.PointsPerToken
-			out.Grid.PointsPerToken = *v.PointsPerToken
-			return d
-		}},
-		{v.GridLinear != nil, "grid_linear", fresh.Grid, func() bool {
-			d := out.Grid.Linear != *v.GridLinear
-			out.Grid.Linear = *v.GridLinear
-			return d
-		}},
-		{v.MaxB != nil, "max_b", fresh.Diffusion, func() bool {
-			d := out.Diffusion.MaxB != *v.MaxB
-			out.Diffusion.MaxB = *v.MaxB
-			return d
-		}},
-		{v.BEmbed != nil, "b_embed", fresh.Diffusion, func() bool {
-			d := out.Diffusion.BEmbed != *v.BEmbed
-			out.Diffusion.BEmbed = *v.BEmbed
-			return d
-		}},
-		{v.TensorFeatures != nil, "tensor_features", fresh.Diffusion, func() bool {
-			d := out.Diffusion.TensorFeatures != *v.TensorFeatures
-			out.Diffusion.TensorFeatures = *v.TensorFeatures
-			return d
-		}},
-	} {
-		if l.set && l.apply() && l.section != nil {
-			return fmt.Errorf("network: %s is given both at the top level and in its encoder section, with different values", l.name)
-		}
+	g, d := fresh.Grid != nil, fresh.Diffusion != nil
+	if err := errors.Join(
+		adoptLegacy("points_per_token", v.PointsPerToken, &out.Grid.PointsPerToken, g),
+		adoptLegacy("grid_linear", v.GridLinear, &out.Grid.Linear, g),
+		adoptLegacy("max_b", v.MaxB, &out.Diffusion.MaxB, d),
+		adoptLegacy("b_embed", v.BEmbed, &out.Diffusion.BEmbed, d),
+		adoptLegacy("tensor_features", v.TensorFeatures, &out.Diffusion.TensorFeatures, d),
+	); err != nil {
+		return err
 	}
 	*c = out
+	return nil
+}
+
+// adoptLegacy copies the value of a legacy top-level key (nil: not given)
+// into its section's field dst; when the document also has the section
+// and dst holds a different value, that is an error.
+func adoptLegacy[T comparable](name string, old, dst *T, sectionGiven bool) error {
+	if old == nil {
+		return nil
+	}
+	if sectionGiven && *dst != *old {
+		return fmt.Errorf("network: %s is given both at the top level and in its encoder section, with different values", name)
+	}
+	*dst = *old
 	return nil
 }
 

@@ -118,21 +118,7 @@ func (e *gridEmbedder) embed(g *engine.Graph, in *encInput) *engine.Tensor {
 // scale (which the parameters determine), and every feature stays O(10)
 // even for |y| ≳ 10³.
 func gridTokens(y []float64, p int, out []float32) {
-	mean := 0.0
-	for _, v := range y {
-		mean += v
-	}
-	mean /= float64(len(y))
-	ss := 0.0
-	for _, v := range y {
-		ss += (v - mean) * (v - mean)
-	}
-	sd := math.Sqrt(ss / float64(len(y)))
-	inv := 0.0
-	if sd > 0 {
-		inv = 1 / sd
-	}
-	loc, scale := float32(math.Asinh(mean)), float32(math.Log(max(sd, 1e-12)))
+	mean, inv, loc, scale := locationScale(y)
 	f := gridFeatures(p)
 	t := len(out) / f
 	for k := range t {
@@ -148,4 +134,22 @@ func gridTokens(y []float64, p int, out []float32) {
 		}
 		row[2*p], row[2*p+1] = loc, scale
 	}
+}
+
+// locationScale returns the mean m of y, 1/s for its standard deviation s
+// (0 when s = 0), and the token summaries asinh(m) and ln max(s, 1e−12).
+func locationScale(y []float64) (mean, inv float64, loc, scale float32) {
+	for _, v := range y {
+		mean += v
+	}
+	mean /= float64(len(y))
+	ss := 0.0
+	for _, v := range y {
+		ss += (v - mean) * (v - mean)
+	}
+	sd := math.Sqrt(ss / float64(len(y)))
+	if sd > 0 {
+		inv = 1 / sd
+	}
+	return mean, inv, float32(math.Asinh(mean)), float32(math.Log(max(sd, 1e-12)))
 }

@@ -70,21 +70,7 @@ func (e *pointsEmbedder) fill(in *encInput, designs []family.Design, xs [][]floa
 // ln s) into feat, with m and s the mean and standard deviation of y (s
 // floored at 1e−12; the standardised value is 0 when s = 0).
 func pointTokens(d family.Design, y []float64, lo, hi float64, ct, feat []float32) {
-	mean := 0.0
-	for _, v := range y {
-		mean += v
-	}
-	mean /= float64(len(y))
-	ss := 0.0
-	for _, v := range y {
-		ss += (v - mean) * (v - mean)
-	}
-	sd := math.Sqrt(ss / float64(len(y)))
-	inv := 0.0
-	if sd > 0 {
-		inv = 1 / sd
-	}
-	loc, scale := float32(math.Asinh(mean)), float32(math.Log(max(sd, 1e-12)))
+	mean, inv, loc, scale := locationScale(y)
 	for j, v := range y {
 		c := float32(2*(d.Cov[j*d.CovDim]-lo)/(hi-lo) - 1)
 		ct[j] = c
