@@ -16,7 +16,7 @@ import (
 )
 
 // FibreThreshold is the mean stick fraction above which a stick counts as
-// present (the fibre-count rule of reference-spec §6).
+// present (the reference implementation's fibre-count rule).
 const FibreThreshold = 0.05
 
 // Folder is the part of a BedpostX-layout output folder that Compare uses.

@@ -1,7 +1,7 @@
 // Package dmri is prism's diffusion-MRI voxel pipeline: it loads a scan (a
 // 4-D NIfTI image with its FSL bval/bvec gradient table and an optional
-// brain mask), preprocesses it as the PRISM reference code does
-// (reference-spec §2.7), writes per-voxel posterior samples of
+// brain mask), preprocesses it as the PRISM reference code does,
+// writes per-voxel posterior samples of
 // ball-and-sticks parameters in the file layout of FSL's BedpostX, and
 // compares two such output folders.
 //

@@ -21,8 +21,8 @@ import (
 
 // FitSettings configure the amortized fit of `prism dmri fit`.
 type FitSettings struct {
-	// Lambda is the model-prior parameter λ of q(M | x, λ) (reference-spec
-	// §3.9: the reference prediction default 0.3).
+	// Lambda is the model-prior parameter λ of q(M | x, λ) (the reference
+	// implementation's prediction default is 0.3).
 	Lambda float64 `json:"lambda"`
 	// Samples is the number of joint posterior samples per voxel: M from
 	// the exact q(M | x, λ) over the model list, then θ ~ q(θ | M, x).
@@ -49,7 +49,7 @@ type FitSettings struct {
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
-// (reference-spec §3.9), 50 samples with 8 AB2 steps, no ESS pass, seed
+// (the reference implementation's default), 50 samples with 8 AB2 steps, no ESS pass, seed
 // 1, batches of 256 voxels. 8 steps (the reference's presets use 20–40)
 // keep a whole brain near 10 minutes on two cores; on the synthetic
 // phantom the dyads1 median error is 2.4° at 8 steps against 2.2° at 12

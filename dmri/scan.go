@@ -59,7 +59,7 @@ type Scan struct {
 // NumVoxels returns the number of voxels in the grid.
 func (s *Scan) NumVoxels() int { return s.Nx * s.Ny * s.Nz }
 
-// LoadScan reads and preprocesses a scan (reference-spec §2.7): b0 is the
+// LoadScan reads and preprocesses a scan as the reference code does: b0 is the
 // mean of the volumes with b ≤ gradtable.BZero, every volume is divided by it,
 // and mask voxels whose b0 is ≤ 0, whose series has a non-finite value or
 // an implausible one (MaxSignalRatio, MaxB0Ratio) are skipped (counted in

@@ -19,7 +19,7 @@ func CausalMask(t int) Mask { return kernels.CausalMask(t) }
 // ActivityMask returns the per-sample [B, T, T] token mask of the parameter
 // decoder: with a = active[b·T:(b+1)·T], query i may attend key j iff
 // (a_i ∧ a_j) ∨ i = j, so inactive tokens only attend to themselves and
-// nothing attends to them (reference-spec §3.5). dst is reused if it has
+// nothing attends to them (as in the reference implementation). dst is reused if it has
 // room for B·T·T values.
 func ActivityMask(dst []bool, active []bool, b, t int) Mask {
 	if len(active) != b*t {

@@ -7,7 +7,7 @@ import (
 )
 
 // testBlock is one pre-norm transformer block of the reference network
-// (reference-spec §3.2): LN → AdaLN → masked self-attention → residual →
+// (the authors' reference implementation): LN → AdaLN → masked self-attention → residual →
 // LN → cross-attention → residual → LN → AdaLN → MLP(GELU) → residual.
 type testBlock struct {
 	heads, d int

@@ -8,7 +8,7 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// Gaussian Fourier features (reference-spec §3.3):
+// Gaussian Fourier features (as the authors' reference implementation):
 //
 //	z = (2π/in)·u·Pᵀ,  features = [cos z, sin z] truncated to out dims,
 //

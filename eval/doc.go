@@ -1,5 +1,5 @@
 // Package eval is prism's evaluation suite: the metrics of the PRISM paper
-// (App. A.1, B; reference-spec §5) that judge a trained network on freshly
+// (App. A.1, B) that judge a trained network on freshly
 // simulated data, and Run, which computes all of them from a posterior and
 // writes report.json, summary.csv and the figures (`prism eval`).
 //

@@ -12,13 +12,13 @@ import (
 var DefaultBandwidths = []float64{0.1, 0.5, 1, 10}
 
 // whitenJitter is added to the diagonal of the sample covariance before the
-// Cholesky factorisation (reference-spec §5.2).
+// Cholesky factorisation (the reference implementation's value).
 const whitenJitter = 1e-3
 
 // KSD returns the preconditioned multi-scale kernel Stein discrepancy of
 // samples x[i] (each of dimension d, already restricted to the active
 // coordinates) against a target whose score ∇ log p at x[i] is score[i]
-// (paper App. A.1, reference-spec §5.2):
+// (paper App. A.1):
 //
 //   - whitening: C = Cov(x) + 10⁻³ I, C = L Lᵀ, z = L⁻¹x, s_z = Lᵀ s;
 //   - for each bandwidth h, with k = exp(−‖z_i − z_j‖²/(2h²)), the Stein

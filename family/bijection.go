@@ -7,7 +7,7 @@ import (
 )
 
 // This file holds the bijections that carry the standard-normal latent θ to
-// natural parameters (paper App. A.2, reference-spec §1.3, §2.2, §2.4). None
+// natural parameters (paper App. A.2). None
 // of them allocate.
 
 // MaxSimplex is the largest number of simplex components StickBreaking
@@ -15,7 +15,7 @@ import (
 const MaxSimplex = 32
 
 // stickClip keeps the stick-breaking uniforms and proportions away from 0 and
-// 1, as the reference implementation does (reference-spec §2.4).
+// 1, as the reference implementation does.
 const stickClip = 1e-12
 
 // tinyProportion is the smallest stick proportion StickBreaking.Inverse
@@ -103,8 +103,8 @@ func Direction(theta, phi float64) [3]float64 {
 	return [3]float64{st * cp, st * sp, ct}
 }
 
-// StickBreaking is the masked Dirichlet stick-breaking bijection
-// (reference-spec §2.4). With K = len(Alpha) simplex components and a mask
+// StickBreaking is the masked Dirichlet stick-breaking bijection of the
+// reference implementation. With K = len(Alpha) simplex components and a mask
 // "on" selecting the active ones, the K−1 latents ε map to fractions π that
 // are Dirichlet(α restricted to the active components) distributed when ε is
 // standard normal; inactive components get π = 0.

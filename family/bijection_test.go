@@ -310,7 +310,7 @@ func TestStickBreakingInverseRoundTrip(t *testing.T) {
 	}
 }
 
-// latentActive is the activity rule of reference-spec §2.4, written out
+// latentActive is the reference implementation's activity rule, written out
 // independently of Layout.Active.
 func latentActive(on []bool, i int) bool {
 	if !on[i] {

@@ -11,7 +11,8 @@ import (
 // on, chosen uniformly.
 
 // lambdaClip keeps λ away from 0 and 1 in the Bernoulli priors so that every
-// mask the prior can produce has finite log-probability (reference-spec §2.5).
+// mask the prior can produce has finite log-probability (as the reference
+// implementation does).
 const lambdaClip = 1e-6
 
 func clipLambda(l float64) float64 {
@@ -51,8 +52,8 @@ func logNoise(mask []bool, base, n int) float64 {
 //
 // With MinActive = m > 0, m distinct base components chosen uniformly are
 // then forced on, so every mask has at least m active base components. m = 1
-// is the B3S prior of the reference code (reference-spec §2.5,
-// BetaBernoulliMaskPrior with min_active_models = 1). Its probability is
+// is the B3S prior of the reference code
+// (BetaBernoulliMaskPrior with min_active_models = 1). Its probability is
 //
 //	p(M | λ) = C(n, m)/C(K, m) · λ^{n−m} (1−λ)^{K−n} · 1/NumNoise
 //

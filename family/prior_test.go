@@ -120,8 +120,7 @@ func TestMaskPriorChiSquare(t *testing.T) {
 }
 
 // TestB3SPriorMatchesReferenceFormula checks the closed form of the
-// min-active prior against the reference code's definition (reference-spec
-// §2.5): logsumexp over the forced index f of Σ_{k≠f} log Bern(M_k; λ),
+// min-active prior against the reference code's definition: logsumexp over the forced index f of Σ_{k≠f} log Bern(M_k; λ),
 // minus log K, −Inf when M_f is off.
 func TestB3SPriorMatchesReferenceFormula(t *testing.T) {
 	p := BernoulliPrior{NumBase: 4, NumNoise: 1, MinActive: 1}

@@ -119,7 +119,7 @@ func TestChainsConverge(t *testing.T) {
 
 // TestARDPrunesAbsentSticks: with three sticks allowed, the ARD prior
 // drives the fractions of sticks the data do not support to ~0 (posterior
-// mean below 0.05, the fibre-count threshold of reference-spec §6) while
+// mean below 0.05, the reference implementation's fibre-count threshold) while
 // the supported ones keep their value (within 4 posterior sd).
 func TestARDPrunesAbsentSticks(t *testing.T) {
 	des := dmri.UKBDesign()

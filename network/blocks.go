@@ -3,7 +3,7 @@ package network
 import "github.com/prismsbi/prism/engine"
 
 // block holds the parameters of one pre-norm transformer block
-// (reference-spec §3.2):
+// (as in the authors' reference implementation):
 //
 //	x += Wo·SelfAttn(Wqkv·AdaLN₁(LN₁(x)), mask)
 //	x += Wco·CrossAttn(Wq·LN₂(x), Wkv·y)            (decoders)

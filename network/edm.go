@@ -2,8 +2,8 @@ package network
 
 import "math"
 
-// EDM preconditioning with σ_data = 1 (Karras et al. 2022; reference-spec
-// §3.7). The denoiser is D(θ_σ; σ) = c_skip(σ)·θ_σ + c_out(σ)·F(c_in(σ)·θ_σ;
+// EDM preconditioning with σ_data = 1 (Karras et al. 2022,
+// as the reference implementation). The denoiser is D(θ_σ; σ) = c_skip(σ)·θ_σ + c_out(σ)·F(c_in(σ)·θ_σ;
 // c_noise(σ)), with F the parameter decoder's transformer.
 
 // CIn is c_in(σ) = 1/√(σ² + 1): scales θ_σ to unit variance.

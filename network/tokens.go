@@ -213,7 +213,7 @@ func (n *Net) paramTokens(g *engine.Graph, tw tokenTables, mods, kv []*engine.Te
 
 // maskTokens returns the model decoder's position embeddings [C, D]:
 // position i is [c_{i−1}, c_i] with c_j = Linear(D → D/2)(id_j) and a
-// learned start vector in place of c_{−1} (reference-spec §3.5, PPP).
+// learned start vector in place of c_{−1} (the reference implementation's PPP tokens).
 func (n *Net) maskTokens(g *engine.Graph) *engine.Tensor {
 	cv := g.Linear(n.id, n.mcW, n.mcB)
 	prev := n.mStart

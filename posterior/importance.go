@@ -8,7 +8,7 @@ import (
 )
 
 // Importance is the importance-sampling summary of one observation under
-// one model (paper App. B.1, reference-spec §5.3).
+// one model (paper App. B.1).
 type Importance struct {
 	Mask []bool
 	// Theta are the proposals θ_j ~ q(θ | M, x) (latent).

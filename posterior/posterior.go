@@ -13,7 +13,7 @@
 //   - the parameter posterior q(θ | M, x): SampleTheta and SampleAndLogProb
 //     integrate the EDM probability-flow ODE on the Karras schedule (AB2 or
 //     Heun), LogProbTheta scores given parameters; log-densities use the
-//     exact Jacobian trace on the active dimensions (reference-spec §3.8);
+//     exact Jacobian trace on the active dimensions;
 //   - joint samples (M, then θ | M), natural-unit parameters, local and
 //     model-averaged posterior predictive bands, and importance weights
 //     with the normalised ESS and the importance-sampling evidence of

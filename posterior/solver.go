@@ -25,7 +25,7 @@ const (
 	// AB2 is the 2-step Adams–Bashforth method with constant-step
 	// coefficients θ_{n+1} = θ_n + h_n(3/2·f_n − 1/2·f_{n−1}), whose first
 	// step is Euler: the reference's exponential AB2, whose linear part is
-	// zero for EDM (reference-spec §3.8). One denoiser evaluation per step.
+	// zero for EDM. One denoiser evaluation per step.
 	AB2 Solver = iota
 	// Heun is Heun's second-order method (EDM's sampler): two denoiser
 	// evaluations per step.

@@ -20,7 +20,7 @@ type phantomVoxel struct {
 
 // ballSticks is the b3s signal written out independently of the
 // simulator (shared Gamma-distributed diffusivity with mean d and standard
-// deviation s, reference-spec §2.1):
+// deviation s, as the reference implementation):
 // S0·[(1−Σf)(1+b s²/d)^−(d/s)² + Σ f_i (1+b (g·n_i)² s²/d)^−(d/s)²].
 func ballSticks(v phantomVoxel, b float64, g []float64, s0, d, s float64) float64 {
 	k := d * d / (s * s)

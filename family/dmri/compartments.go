@@ -4,8 +4,8 @@ import "math"
 
 // Compartment signal models. Every function takes the b-value b in s/mm²,
 // a unit gradient direction g and diffusivities in mm²/s, and returns the
-// normalised signal S/S0 of one compartment (reference-spec §2.2, paper
-// Table "dMRI signal models").
+// normalised signal S/S0 of one compartment (paper Table "dMRI signal
+// models").
 
 // BallSignal is the isotropic Ball compartment exp(−b·d).
 func BallSignal(b, d float64) float64 { return math.Exp(-b * d) }

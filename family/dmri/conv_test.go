@@ -554,7 +554,7 @@ func TestI01e(t *testing.T) {
 }
 
 // TestBSZTConvLayout pins the bszt-conv layout against the paper and
-// reference-spec §2.1: C = 21 (19 compartments + 2 noise), d_max = 114 =
+// the reference implementation: C = 21 (19 compartments + 2 noise), d_max = 114 =
 // 18 fraction latents + 40 (BSZT) + 0 (Dot) + 4+5+6+7+6+8+8+10 + 2 noise,
 // and the dimension-penalised prior's per-compartment dimensions.
 func TestBSZTConvLayout(t *testing.T) {

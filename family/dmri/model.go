@@ -123,7 +123,8 @@ func (n Noise) String() string {
 	return fmt.Sprintf("Noise(%d)", int(n))
 }
 
-// Prior bounds shared by all compartments (reference-spec §2.2).
+// Prior bounds shared by all compartments (paper Table "dMRI signal
+// models" and the reference implementation).
 const (
 	diffMax    = 0.01  // diffusivities ~ U(0, 0.01) mm²/s
 	diffStdMax = 0.005 // multi-shell d_std ~ U(0, 0.005) mm²/s
@@ -134,7 +135,7 @@ const (
 	maxCompartments = 24
 	// ricianFloor is the smallest observation the Rician likelihood uses;
 	// smaller (zero or negative) values are raised to it, as the reference
-	// implementation does (reference-spec §2.2).
+	// implementation does.
 	ricianFloor = 1e-12
 )
 
@@ -155,7 +156,7 @@ type Spec struct {
 	// SharedD and SharedDStd are the uniform prior ranges [lo, hi] in
 	// mm²/s of the mean and standard deviation of the Gamma-distributed
 	// diffusivity shared by multi-shell compartments. The zero value means
-	// the paper's U(0, 0.01) and U(0, 0.005) (reference-spec §2.2).
+	// the paper's U(0, 0.01) and U(0, 0.005).
 	SharedD, SharedDStd Range
 }
 

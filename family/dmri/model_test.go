@@ -10,7 +10,7 @@ import (
 )
 
 // refDesign is the 14-volume scheme of the reference implementation's
-// golden tests (reference-spec §8): 2 × b0 and the six directions
+// golden tests: 2 × b0 and the six directions
 // x, y, z, (x+y)/√2, (x+z)/√2, (y+z)/√2 at b = 1000 and b = 2000.
 func refDesign() family.Design {
 	r := 1 / math.Sqrt2

@@ -8,8 +8,7 @@ import (
 	"gonum.org/v1/gonum/integrate/quad"
 )
 
-// ODF conversion of samples (paper App. C.2 "Conversion to ODF",
-// reference-spec §2.8). Every compartment of a sample maps to an orientation
+// ODF conversion of samples (paper App. C.2 "Conversion to ODF"). Every compartment of a sample maps to an orientation
 // distribution on the unit sphere (densities in 1/sr, integrating to 1):
 //
 //   - Stick, MultiShellStick: the antipodally symmetric Dirac

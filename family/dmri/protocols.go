@@ -22,7 +22,7 @@ var hcpBvec []byte
 
 // Protocol draws random acquisition protocols around a typical table, as the
 // reference implementation's acquisition-scheme generator does
-// (reference-spec §2.6):
+// (its code values):
 //
 //   - b-values: with probability PTypical the typical table's b-values,
 //     otherwise N independent draws from U(0, BMax); the choice is made once
@@ -91,8 +91,8 @@ func (p *Protocol) SampleDesignInto(r *rand.Rand, buf []float64) family.Design {
 	return family.Design{N: n, CovDim: 4, Cov: cov, Name: p.Name}
 }
 
-// Protocol parameters of the training mixes (reference-spec §2.6, code
-// values; see docs/families/dmri.md for the paper's differing numbers).
+// Protocol parameters of the training mixes (the reference implementation's
+// code values; see docs/families/dmri.md for the paper's differing numbers).
 const (
 	// RandomBMax is the upper end of random b-values in s/mm².
 	RandomBMax = 4000.0

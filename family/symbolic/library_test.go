@@ -27,7 +27,7 @@ var (
 )
 
 // TestLibrariesMatchPaper checks component order, C = K + M and d_max
-// against the paper's table and reference-spec §1.1 (d_max 28, 73, 115,
+// against the paper's table and the reference implementation (d_max 28, 73, 115,
 // 187, 223).
 func TestLibrariesMatchPaper(t *testing.T) {
 	dmax := map[int]int{15: 28, 30: 73, 50: 115, 80: 187, 100: 223}
@@ -68,7 +68,7 @@ func TestLibrariesMatchPaper(t *testing.T) {
 }
 
 // TestParameterCounts checks each function's number of parameters against
-// the grouping in reference-spec §1.1.
+// the reference implementation's grouping.
 func TestParameterCounts(t *testing.T) {
 	one := "Linear Quadratic ShiftedSquare Cubic ConstantWide ConstantPositive QuarticScaled QuinticScaled " +
 		"NoiseObserver NoiseIncreasing NoiseDecreasing NoiseQuadratic NoiseQuadraticDecreasing"
