@@ -68,8 +68,6 @@ func KeyMask(dst []bool, keyActive []bool, b, tq, tk int) Mask {
 // q [B, Tq, H·Dh], k, v [B, Tk, H·Dh], out [B, Tq, H·Dh]; head h is the column
 // block [h·Dh, (h+1)·Dh). q, k and v may be column blocks of one wider tensor
 // (a fused QKV or KV projection), addressed by offset and row stride.
-// node: a, b, c = tensors holding q, k, v; i0, i1, i2 = their column offsets;
-// attn = shape with strides; mask; s0 = probs [B, H, Tq, Tk].
 
 // Attention is multi-head attention of queries q [B, Tq, H·Dh] over keys k
 // and values v [B, Tk, H·Dh] with the given number of heads and mask. It
@@ -115,9 +113,7 @@ func (g *Graph) attention(q, k, v *Tensor, oq, ok, ov, b, tq, tk, w, heads int, 
 	kernels.AttentionForward(s, q.Data[oq:], k.Data[ok:], v.Data[ov:], mask, out.Data, probs)
 	if out.requiresGrad {
 		nd := g.record(out, attentionBackward)
-		nd.a, nd.b, nd.c = q, k, v
-		nd.i0, nd.i1, nd.i2 = oq, ok, ov
-		nd.attn, nd.mask, nd.s0 = s, mask, probs
+		nd.attention = attentionRec{q: q, k: k, v: v, oq: oq, ok: ok, ov: ov, shape: s, mask: mask, probs: probs}
 	}
 	return out
 }
@@ -129,10 +125,11 @@ func (g *Graph) attention(q, k, v *Tensor, oq, ok, ov, b, tq, tk, w, heads int, 
 //
 // The kernel always writes all three; inputs without gradient get sinks.
 func attentionBackward(g *Graph, nd *node) {
-	q, k, v := nd.a, nd.b, nd.c
+	r := &nd.attention
+	q, k, v := r.q, r.k, r.v
 	dq, dk, dv := gradOrSink(g, 0, q), gradOrSink(g, 1, k), gradOrSink(g, 2, v)
-	kernels.AttentionBackward(nd.attn, q.Data[nd.i0:], k.Data[nd.i1:], v.Data[nd.i2:], nd.s0, nd.out.Data, nd.out.Grad, nd.mask,
-		dq[nd.i0:], dk[nd.i1:], dv[nd.i2:])
+	kernels.AttentionBackward(r.shape, q.Data[r.oq:], k.Data[r.ok:], v.Data[r.ov:], r.probs, nd.out.Data, nd.out.Grad, r.mask,
+		dq[r.oq:], dk[r.ok:], dv[r.ov:])
 }
 
 // ---------------------------------------------------------------------------

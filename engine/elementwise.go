@@ -75,7 +75,7 @@ func broadcastPair(op string, x, y *Tensor) (a, b *Tensor, bc bcast) {
 }
 
 // ---------------------------------------------------------------------------
-// Add: out = a + b (broadcast). node: a, b; i0..i2 = O, M, I.
+// Add: out = a + b (broadcast).
 
 // Add returns x + y with broadcasting (see the comment on bcast).
 func (g *Graph) Add(x, y *Tensor) *Tensor {
@@ -92,8 +92,7 @@ func (g *Graph) Add(x, y *Tensor) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, addBackward)
-		nd.a, nd.b = a, b
-		nd.i0, nd.i1, nd.i2 = bc.o, bc.m, bc.i
+		nd.binary = binaryRec{a: a, b: b, bc: bc}
 	}
 	return out
 }
@@ -111,8 +110,7 @@ func addRows(a, b, out []float32, bc bcast, lo, hi int) {
 
 // da += dout;  db[o, i] += Σ_m dout[o, m, i].
 func addBackward(g *Graph, nd *node) {
-	a, b, dy := nd.a, nd.b, nd.out.Grad
-	bc := bcast{nd.i0, nd.i1, nd.i2}
+	a, b, bc, dy := nd.binary.a, nd.binary.b, nd.binary.bc, nd.out.Grad
 	if a.needsGrad() {
 		kernels.Axpy(1, dy, a.Grad)
 	}
@@ -165,7 +163,7 @@ func serial(n int) bool { return n < grain }
 func rowsGrain(w int) int { return max(1, grain/(2*max(w, 1))) }
 
 // ---------------------------------------------------------------------------
-// Mul: out = a · b (broadcast, elementwise). node: a, b; i0..i2 = O, M, I.
+// Mul: out = a · b (broadcast, elementwise).
 
 // Mul returns the elementwise product x ⊙ y with broadcasting.
 func (g *Graph) Mul(x, y *Tensor) *Tensor {
@@ -178,8 +176,7 @@ func (g *Graph) Mul(x, y *Tensor) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, mulBackward)
-		nd.a, nd.b = a, b
-		nd.i0, nd.i1, nd.i2 = bc.o, bc.m, bc.i
+		nd.binary = binaryRec{a: a, b: b, bc: bc}
 	}
 	return out
 }
@@ -196,8 +193,7 @@ func mulRows(a, b, out []float32, bc bcast, lo, hi int) {
 
 // da[o,m,i] += dout·b[o,i];  db[o,i] += Σ_m dout·a.
 func mulBackward(g *Graph, nd *node) {
-	a, b, dy := nd.a, nd.b, nd.out.Grad
-	bc := bcast{nd.i0, nd.i1, nd.i2}
+	a, b, bc, dy := nd.binary.a, nd.binary.b, nd.binary.bc, nd.out.Grad
 	if a.needsGrad() {
 		if rows := bc.o * bc.m; serial(rows * bc.i) {
 			mulAccRows(dy, b.Data, a.Grad, bc, 0, rows)
@@ -222,7 +218,7 @@ func mulAccRows(dy, b, da []float32, bc bcast, lo, hi int) {
 }
 
 // ---------------------------------------------------------------------------
-// Scale: out = α·x. node: a = x; f0 = α.
+// Scale: out = α·x.
 
 // Scale returns alpha·x.
 func (g *Graph) Scale(x *Tensor, alpha float32) *Tensor {
@@ -231,21 +227,20 @@ func (g *Graph) Scale(x *Tensor, alpha float32) *Tensor {
 	kernels.Scale(alpha, out.Data)
 	if out.requiresGrad {
 		nd := g.record(out, scaleBackward)
-		nd.a, nd.f0 = x, alpha
+		nd.unary = unaryRec{x: x, alpha: alpha}
 	}
 	return out
 }
 
 // dx += α·dout.
 func scaleBackward(g *Graph, nd *node) {
-	if nd.a.needsGrad() {
-		kernels.Axpy(nd.f0, nd.out.Grad, nd.a.Grad)
+	if x := nd.unary.x; x.needsGrad() {
+		kernels.Axpy(nd.unary.alpha, nd.out.Grad, x.Grad)
 	}
 }
 
 // ---------------------------------------------------------------------------
 // GELU (tanh approximation): out = ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
-// node: a = x.
 
 // GELU applies the tanh-approximated Gaussian error linear unit.
 func (g *Graph) GELU(x *Tensor) *Tensor {
@@ -253,14 +248,14 @@ func (g *Graph) GELU(x *Tensor) *Tensor {
 	kernels.GELUForward(x.Data, out.Data)
 	if out.requiresGrad {
 		nd := g.record(out, geluBackward)
-		nd.a = x
+		nd.unary = unaryRec{x: x}
 	}
 	return out
 }
 
 // dx += dout·gelu'(x).
 func geluBackward(g *Graph, nd *node) {
-	x, dy := nd.a, nd.out.Grad
+	x, dy := nd.unary.x, nd.out.Grad
 	if x.needsGrad() {
 		kernels.GELUBackward(dy, x.Data, x.Grad)
 	}

@@ -15,7 +15,6 @@ import (
 // u [..., in], P [m, in] with m = ⌈out/2⌉ (learnable, initialised N(0, 1)).
 // Result [..., out]: columns [0, m) are cos z, columns [m, out) are sin z of
 // the first out − m frequencies.
-// node: a = u, b = P; s0 = z [N, m], s1 = dz scratch [N, m]; i0..i3 = N, in, m, out.
 
 // FourierFeatures embeds u [..., in] with the learnable projection P [m, in]
 // into out = 2m or 2m − 1 features.
@@ -41,17 +40,16 @@ func (g *Graph) FourierFeatures(u, p *Tensor, out int) *Tensor {
 	}
 	if res.requiresGrad {
 		nd := g.record(res, fourierBackward)
-		nd.a, nd.b = u, p
-		nd.s0, nd.s1 = z, g.buf(n*m)
-		nd.i0, nd.i1, nd.i2, nd.i3 = n, in, m, out
+		nd.fourier = fourierRec{u: u, p: p, z: z, dz: g.buf(n * m), n: n, in: in, m: m, outW: out}
 	}
 	return res
 }
 
 // dz = −sin z·dcos + cos z·dsin;  du += (2π/in)·dz·P;  dP += (2π/in)·dzᵀ·u.
 func fourierBackward(g *Graph, nd *node) {
-	u, p, z, dz, dy := nd.a, nd.b, nd.s0, nd.s1, nd.out.Grad
-	n, in, m, out := nd.i0, nd.i1, nd.i2, nd.i3
+	r := &nd.fourier
+	u, p, z, dz, dy := r.u, r.p, r.z, r.dz, nd.out.Grad
+	n, in, m, out := r.n, r.in, r.m, r.outW
 	for r := range n {
 		zr, dzr, dyr := z[r*m:(r+1)*m], dz[r*m:(r+1)*m], dy[r*out:(r+1)*out]
 		for j, v := range zr {

@@ -39,20 +39,107 @@ type Graph struct {
 	sinks [3][]float32 // scratch gradient sinks for unused kernel outputs
 }
 
-// node is one recorded operation. Fields are generic slots; each op documents
-// what it keeps where, next to its forward function.
+// node is one recorded operation: its backward function, its output, and
+// what the backward needs, in the named record of its operation's kind
+// (the records of other kinds stay zero).
 type node struct {
-	back       func(g *Graph, n *node)
-	out        *Tensor
-	a, b, c, d *Tensor
-	ins        []*Tensor // variable-arity ops (Concat)
-	i0, i1, i2 int
-	i3, i4     int
-	f0         float32
-	s0, s1     []float32 // saved buffers
-	idx        []int32
-	attn       kernels.AttnShape
+	back func(g *Graph, n *node)
+	out  *Tensor
+	ins  []*Tensor // variable-arity inputs (Concat); storage kept across Reset
+
+	binary    binaryRec    // Add, Mul
+	unary     unaryRec     // Scale, GELU, Reshape, SumAll, SumLast, Slice
+	linear    linearRec    // Linear, LinearGELU
+	matmul    matMulRec    // MatMul
+	norm      normRec      // LayerNorm, Modulate, LayerNormModulate
+	loss      lossRec      // BCEWithLogits, SoftmaxCE, MaskedMSE
+	fourier   fourierRec   // FourierFeatures
+	embedding embeddingRec // Embedding
+	concat    concatRec    // Concat
+	attention attentionRec // Attention
+}
+
+// binaryRec: out = a ∘ b with b broadcast over the middle axis of a's
+// [O, M, I] view.
+type binaryRec struct {
+	a, b *Tensor
+	bc   bcast
+}
+
+// unaryRec: one input x, a scalar and the row shape where the op needs
+// them (Scale: alpha; SumAll, SumLast: the factor c; SumLast: rows × d;
+// Slice: the [outer, in] view, column offset and width).
+type unaryRec struct {
+	x                 *Tensor
+	alpha             float32
+	rows, d           int
+	outer, in, off, w int
+}
+
+// linearRec: out = x·w + bias for x [m, k], w [k, n]; LinearGELU also
+// keeps the pre-activation z and a buffer for its gradient.
+type linearRec struct {
+	x, w, bias *Tensor
+	m, k, n    int
+	z, dz      []float32
+}
+
+// matMulRec: out = op(a)·op(b) per batch item ([m, k]·[k, n]); shared
+// means one b for every batch item.
+type matMulRec struct {
+	a, b                   *Tensor
+	batch, m, n, k         int
+	transA, transB, shared bool
+}
+
+// normRec: LayerNorm (x, gamma, beta; rows × d), Modulate (x·(1+scale) +
+// shift over [b, t, d]) and their fusion; mean and rstd are the saved row
+// statistics.
+type normRec struct {
+	x, gamma, beta, scale, shift *Tensor
+	mean, rstd                   []float32
+	rows, d, b, t                int
+}
+
+// lossRec: the scalar losses. input holds logits or predictions, target
+// the targets (BCE, MSE), weights the per-row weights or MSE mask, bias
+// SoftmaxCE's logit bias, classes its target indices and probs its saved
+// softmax.
+type lossRec struct {
+	input, target, weights, bias *Tensor
+	classes                      []int32
+	probs                        []float32
+}
+
+// fourierRec: Gaussian Fourier features of u [n, in] with projection p
+// [m, in] to width out; z keeps 2π·u·pᵀ, dz a buffer for its gradient.
+type fourierRec struct {
+	u, p           *Tensor
+	z, dz          []float32
+	n, in, m, outW int
+}
+
+// embeddingRec: rows idx of table, each of width d.
+type embeddingRec struct {
+	table *Tensor
+	idx   []int32
+	d     int
+}
+
+// concatRec: node.ins joined along axis; outer × row is the output's
+// [outer, row] view.
+type concatRec struct {
+	outer, row, axis int
+}
+
+// attentionRec: multi-head attention of q, k, v read from offsets oq, ok,
+// ov of their data, with the saved attention probabilities.
+type attentionRec struct {
+	q, k, v    *Tensor
+	oq, ok, ov int
+	shape      kernels.AttnShape
 	mask       kernels.Mask
+	probs      []float32
 }
 
 // NewGraph returns an empty training graph that records a tape.

@@ -8,7 +8,6 @@ import (
 
 // ---------------------------------------------------------------------------
 // Linear: y[..., N] = x[..., K] · W[K, N] + b[N]   (b may be nil)
-// node: a = x, b = W, c = bias; i0 = rows M, i1 = K, i2 = N.
 
 // Linear applies an affine map over the last axis of x. W is stored
 // [in, out] (x·W, not W·x); bias may be nil.
@@ -29,16 +28,16 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 	kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), out.Data, nil)
 	if out.requiresGrad {
 		nd := g.record(out, linearBackward)
-		nd.a, nd.b, nd.c = x, w, bias
-		nd.i0, nd.i1, nd.i2 = m, k, n
+		nd.linear = linearRec{x: x, w: w, bias: bias, m: m, k: k, n: n}
 	}
 	return out
 }
 
 // dx[M,K] += dy[M,N]·Wᵀ;  dW[K,N] += xᵀ·dy;  db[N] += Σ_rows dy.
 func linearBackward(g *Graph, nd *node) {
-	x, w, bias, dy := nd.a, nd.b, nd.c, nd.out.Grad
-	m, k, n := nd.i0, nd.i1, nd.i2
+	r := &nd.linear
+	x, w, bias, dy := r.x, r.w, r.bias, nd.out.Grad
+	m, k, n := r.m, r.k, r.n
 	if x.needsGrad() {
 		kernels.Sgemm(false, true, m, k, n, 1, dy, n, w.Data, n, 1, x.Grad, k)
 	}
@@ -52,8 +51,6 @@ func linearBackward(g *Graph, nd *node) {
 
 // ---------------------------------------------------------------------------
 // LinearGELU (fused MLP hidden layer): y = GELU(x·W + b).
-// node: a = x, b = W, c = bias; s0 = pre-activation z [M, N], s1 = dz scratch;
-// i0 = M, i1 = K, i2 = N.
 
 // LinearGELU is GELU(Linear(x, w, bias)) with the bias add and activation
 // fused; it equals g.GELU(g.Linear(x, w, bias)).
@@ -71,18 +68,17 @@ func (g *Graph) LinearGELU(x, w, bias *Tensor) *Tensor {
 	z := g.buf(m * n)
 	kernels.LinearForward(m, n, k, x.Data, k, w.Data, n, dataOf(bias), z, out.Data)
 	nd := g.record(out, linearGELUBackward)
-	nd.a, nd.b, nd.c = x, w, bias
-	nd.s0, nd.s1 = z, g.buf(m*n)
-	nd.i0, nd.i1, nd.i2 = m, k, n
+	nd.linear = linearRec{x: x, w: w, bias: bias, m: m, k: k, n: n, z: z, dz: g.buf(m * n)}
 	return out
 }
 
 // dz = dy·gelu'(z);  db += Σ_rows dz;  then the Linear backward of dz.
 func linearGELUBackward(g *Graph, nd *node) {
-	x, w, bias, dz := nd.a, nd.b, nd.c, nd.s1
-	m, k, n := nd.i0, nd.i1, nd.i2
+	r := &nd.linear
+	x, w, bias, dz := r.x, r.w, r.bias, r.dz
+	m, k, n := r.m, r.k, r.n
 	clear(dz)
-	kernels.BiasGELUBackward(nd.out.Grad, nd.s0, m, n, dz, gradOf(bias))
+	kernels.BiasGELUBackward(nd.out.Grad, r.z, m, n, dz, gradOf(bias))
 	if x.needsGrad() {
 		kernels.Sgemm(false, true, m, k, n, 1, dz, n, w.Data, n, 1, x.Grad, k)
 	}
@@ -121,7 +117,6 @@ func (g *Graph) LinearResidual(r, x, w, bias *Tensor) *Tensor {
 // MatMul: c[B, M, N] = op(a)[B, M, K] · op(b)[B, K, N], op = identity or
 // transpose of the last two axes. a and b have equal leading (batch) axes;
 // b may also be a plain matrix shared by every batch element.
-// node: a, b; i0 = batch, i1 = M, i2 = N, i3 = K; i4 bit0 = transA, bit1 = transB,
 // bit2 = b shared.
 
 // MatMul is a batched matrix product over the last two axes. With transA
@@ -157,17 +152,7 @@ func (g *Graph) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, matMulBackward)
-		nd.a, nd.b = a, b
-		nd.i0, nd.i1, nd.i2, nd.i3 = batch, m, n, k
-		if transA {
-			nd.i4 |= 1
-		}
-		if transB {
-			nd.i4 |= 2
-		}
-		if shared {
-			nd.i4 |= 4
-		}
+		nd.matmul = matMulRec{a: a, b: b, batch: batch, m: m, n: n, k: k, transA: transA, transB: transB, shared: shared}
 	}
 	return out
 }
@@ -177,9 +162,10 @@ func (g *Graph) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 //	dA += dC·op(B)ᵀ      (transA: dA += op(B)·dCᵀ)
 //	dB += op(A)ᵀ·dC      (transB: dB += dCᵀ·op(A))
 func matMulBackward(g *Graph, nd *node) {
-	a, b, dc := nd.a, nd.b, nd.out.Grad
-	batch, m, n, k := nd.i0, nd.i1, nd.i2, nd.i3
-	transA, transB, shared := nd.i4&1 != 0, nd.i4&2 != 0, nd.i4&4 != 0
+	r := &nd.matmul
+	a, b, dc := r.a, r.b, nd.out.Grad
+	batch, m, n, k := r.batch, r.m, r.n, r.k
+	transA, transB, shared := r.transA, r.transB, r.shared
 	lda, ldb := a.Shape[a.Rank()-1], b.Shape[b.Rank()-1]
 	sa, sb, sc := m*k, k*n, m*n
 	if shared {

@@ -13,7 +13,6 @@ const LayerNormEps = 1e-5
 // ---------------------------------------------------------------------------
 // LayerNorm over the last axis: y = (x − mean)·rstd·γ + β, rstd = 1/√(var+ε).
 // x [..., D], γ, β [D] or nil (no affine).
-// node: a = x, b = γ, c = β; s0 = mean [rows], s1 = rstd [rows]; i0 = rows, i1 = D.
 
 // LayerNorm normalises x over its last axis; gamma and beta may be nil for a
 // LayerNorm without learnable scale or shift.
@@ -30,24 +29,21 @@ func (g *Graph) LayerNorm(x, gamma, beta *Tensor) *Tensor {
 	kernels.LayerNormForward(x.Data, rows, d, dataOf(gamma), dataOf(beta), LayerNormEps, out.Data, mean, rstd)
 	if out.requiresGrad {
 		nd := g.record(out, layerNormBackward)
-		nd.a, nd.b, nd.c = x, gamma, beta
-		nd.s0, nd.s1 = mean, rstd
-		nd.i0, nd.i1 = rows, d
+		nd.norm = normRec{x: x, gamma: gamma, beta: beta, mean: mean, rstd: rstd, rows: rows, d: d}
 	}
 	return out
 }
 
 // dx += rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)), ĝ = dy·γ;  dγ += Σ dy·x̂;  dβ += Σ dy.
 func layerNormBackward(g *Graph, nd *node) {
-	x, gamma, beta := nd.a, nd.b, nd.c
-	rows, d := nd.i0, nd.i1
-	kernels.LayerNormBackward(nd.out.Grad, x.Data, nd.s0, nd.s1, dataOf(gamma), rows, d, gradOf(x), gradOf(gamma), gradOf(beta))
+	r := &nd.norm
+	x, gamma, beta := r.x, r.gamma, r.beta
+	kernels.LayerNormBackward(nd.out.Grad, x.Data, r.mean, r.rstd, dataOf(gamma), r.rows, r.d, gradOf(x), gradOf(gamma), gradOf(beta))
 }
 
 // ---------------------------------------------------------------------------
 // Modulate (AdaLN): y[b,t,:] = h[b,t,:]·(1 + s[b,:]) + c[b,:].
 // h [B, T, D]; s, c [B, D] or [B, 1, D].
-// node: a = h, b = s, c = c; i0..i2 = B, T, D.
 
 // Modulate applies adaptive layer-norm modulation h·(1+s) + c, with s and c
 // per batch element, broadcast over the token axis.
@@ -63,22 +59,21 @@ func (g *Graph) Modulate(h, s, c *Tensor) *Tensor {
 	kernels.ModulateForward(h.Data, s.Data, c.Data, b, t, d, out.Data)
 	if out.requiresGrad {
 		nd := g.record(out, modulateBackward)
-		nd.a, nd.b, nd.c = h, s, c
-		nd.i0, nd.i1, nd.i2 = b, t, d
+		nd.norm = normRec{x: h, scale: s, shift: c, b: b, t: t, d: d}
 	}
 	return out
 }
 
 // dh += dy·(1+s);  ds += Σ_t dy·h;  dc += Σ_t dy.
 func modulateBackward(g *Graph, nd *node) {
-	h, s, c := nd.a, nd.b, nd.c
-	kernels.ModulateBackward(nd.out.Grad, h.Data, s.Data, nd.i0, nd.i1, nd.i2, gradOf(h), gradOf(s), gradOf(c))
+	r := &nd.norm
+	h, s, c := r.x, r.scale, r.shift
+	kernels.ModulateBackward(nd.out.Grad, h.Data, s.Data, r.b, r.t, r.d, gradOf(h), gradOf(s), gradOf(c))
 }
 
 // ---------------------------------------------------------------------------
 // LayerNormModulate (fused pre-norm AdaLN): y = LayerNorm(x; γ, β)·(1 + s) + c.
 // x [B, T, D]; γ, β [D] or nil; s, c [B, D] or [B, 1, D].
-// node: a = x, b = γ, c = β, d = s; ins[0] = c; s0 = mean, s1 = rstd; i0..i2 = B, T, D.
 
 // LayerNormModulate is LayerNorm followed by Modulate in one pass (no
 // intermediate tensor); it equals g.Modulate(g.LayerNorm(x, gamma, beta), s, c).
@@ -99,10 +94,7 @@ func (g *Graph) LayerNormModulate(x, gamma, beta, s, c *Tensor) *Tensor {
 	kernels.LayerNormModulateForward(x.Data, b, t, d, dataOf(gamma), dataOf(beta), s.Data, c.Data, LayerNormEps, out.Data, mean, rstd)
 	if out.requiresGrad {
 		nd := g.record(out, layerNormModulateBackward)
-		nd.a, nd.b, nd.c, nd.d = x, gamma, beta, s
-		nd.ins = append(nd.ins[:0], c)
-		nd.s0, nd.s1 = mean, rstd
-		nd.i0, nd.i1, nd.i2 = b, t, d
+		nd.norm = normRec{x: x, gamma: gamma, beta: beta, scale: s, shift: c, mean: mean, rstd: rstd, b: b, t: t, d: d}
 	}
 	return out
 }
@@ -110,8 +102,9 @@ func (g *Graph) LayerNormModulate(x, gamma, beta, s, c *Tensor) *Tensor {
 // With n = LN(x): dn = dy·(1+s), ds += Σ_t dy·n, dc += Σ_t dy, then the
 // LayerNorm backward of dn.
 func layerNormModulateBackward(g *Graph, nd *node) {
-	x, gamma, beta, s, c := nd.a, nd.b, nd.c, nd.d, nd.ins[0]
-	kernels.LayerNormModulateBackward(nd.out.Grad, x.Data, nd.s0, nd.s1, dataOf(gamma), dataOf(beta), s.Data, nd.i0, nd.i1, nd.i2,
+	r := &nd.norm
+	x, gamma, beta, s, c := r.x, r.gamma, r.beta, r.scale, r.shift
+	kernels.LayerNormModulateBackward(nd.out.Grad, x.Data, r.mean, r.rstd, dataOf(gamma), dataOf(beta), s.Data, r.b, r.t, r.d,
 		gradOf(x), gradOf(gamma), gradOf(beta), gradOf(s), gradOf(c))
 }
 

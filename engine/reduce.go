@@ -9,7 +9,7 @@ import (
 
 // ---------------------------------------------------------------------------
 // Sum / Mean over all elements: out [] (a scalar) = c·Σ x, c = 1 or 1/size.
-// Accumulated in float64. node: a = x; f0 = c.
+// Accumulated in float64.
 
 // Sum returns the sum of all elements as a scalar tensor.
 func (g *Graph) Sum(x *Tensor) *Tensor { return g.sumAll(x, 1) }
@@ -26,18 +26,18 @@ func (g *Graph) sumAll(x *Tensor, c float32) *Tensor {
 	out.Data[0] = float32(s * float64(c))
 	if out.requiresGrad {
 		nd := g.record(out, sumAllBackward)
-		nd.a, nd.f0 = x, c
+		nd.unary = unaryRec{x: x, alpha: c}
 	}
 	return out
 }
 
 // dx += c·dout.
 func sumAllBackward(g *Graph, nd *node) {
-	x := nd.a
+	x := nd.unary.x
 	if !x.needsGrad() {
 		return
 	}
-	d := nd.f0 * nd.out.Grad[0]
+	d := nd.unary.alpha * nd.out.Grad[0]
 	for i := range x.Grad {
 		x.Grad[i] += d
 	}
@@ -45,7 +45,6 @@ func sumAllBackward(g *Graph, nd *node) {
 
 // ---------------------------------------------------------------------------
 // SumLast / MeanLast over the last axis: x [..., D] → out [...] = c·Σ_d x.
-// node: a = x; f0 = c; i0 = rows, i1 = D.
 
 // SumLast sums over the last axis, dropping it.
 func (g *Graph) SumLast(x *Tensor) *Tensor { return g.sumLast(x, 1) }
@@ -68,19 +67,18 @@ func (g *Graph) sumLast(x *Tensor, c float32) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, sumLastBackward)
-		nd.a, nd.f0 = x, c
-		nd.i0, nd.i1 = rows, d
+		nd.unary = unaryRec{x: x, alpha: c, rows: rows, d: d}
 	}
 	return out
 }
 
 // dx[r, :] += c·dout[r].
 func sumLastBackward(g *Graph, nd *node) {
-	x, dy, c, d := nd.a, nd.out.Grad, nd.f0, nd.i1
+	x, dy, c, d := nd.unary.x, nd.out.Grad, nd.unary.alpha, nd.unary.d
 	if !x.needsGrad() {
 		return
 	}
-	for r := range nd.i0 {
+	for r := range nd.unary.rows {
 		v := c * dy[r]
 		for j := range x.Grad[r*d : (r+1)*d] {
 			x.Grad[r*d+j] += v
@@ -95,7 +93,6 @@ func sumLastBackward(g *Graph, nd *node) {
 // BCEWithLogits returns Σ_i w_i·BCE(σ(logits_i), targets_i) in the
 // numerically stable form max(x,0) − x·t + log(1 + e^{−|x|}). targets (in
 // [0, 1]) are constants; weights (0/1 for a mask) may be nil.
-// node: a = logits, b = targets, c = weights.
 func (g *Graph) BCEWithLogits(logits, targets, weights *Tensor) *Tensor {
 	n := logits.Size()
 	if targets.Size() != n || (weights != nil && weights.Size() != n) {
@@ -105,16 +102,16 @@ func (g *Graph) BCEWithLogits(logits, targets, weights *Tensor) *Tensor {
 	out.Data[0] = float32(kernels.BCEWithLogits(logits.Data, targets.Data, dataOf(weights), n))
 	if out.requiresGrad {
 		nd := g.record(out, bceBackward)
-		nd.a, nd.b, nd.c = logits, targets, weights
+		nd.loss = lossRec{input: logits, target: targets, weights: weights}
 	}
 	return out
 }
 
 // dlogits += dout·w·(σ(x) − t).
 func bceBackward(g *Graph, nd *node) {
-	x := nd.a
+	x := nd.loss.input
 	if x.needsGrad() {
-		kernels.BCEWithLogitsBackward(x.Data, nd.b.Data, dataOf(nd.c), x.Size(), nd.out.Grad[0], x.Grad)
+		kernels.BCEWithLogitsBackward(x.Data, nd.loss.target.Data, dataOf(nd.loss.weights), x.Size(), nd.out.Grad[0], x.Grad)
 	}
 }
 
@@ -126,7 +123,6 @@ func bceBackward(g *Graph, nd *node) {
 // biased logit of a row must be finite, and targets must not change
 // before Backward. Gradient:
 // dlogits_r = dout·w_r·(softmax(logits_r + bias_r) − onehot(t_r)).
-// node: a = logits, b = bias, c = weights, idx = targets, s0 = softmax.
 func (g *Graph) SoftmaxCrossEntropy(logits, bias *Tensor, targets []int32, weights *Tensor) *Tensor {
 	if logits.Rank() < 1 {
 		panic(fmt.Sprintf("engine: SoftmaxCrossEntropy of logits %v", logits.Shape))
@@ -176,25 +172,26 @@ func (g *Graph) SoftmaxCrossEntropy(logits, bias *Tensor, targets []int32, weigh
 	out.Data[0] = float32(loss)
 	if out.requiresGrad {
 		nd := g.record(out, softmaxCEBackward)
-		nd.a, nd.b, nd.c, nd.idx, nd.s0 = logits, bias, weights, targets, z
+		nd.loss = lossRec{input: logits, bias: bias, weights: weights, classes: targets, probs: z}
 	}
 	return out
 }
 
 // dlogits_r += dout·w_r·(p_r − onehot(t_r)).
 func softmaxCEBackward(g *Graph, nd *node) {
-	x := nd.a
+	r := &nd.loss
+	x := r.input
 	if !x.needsGrad() {
 		return
 	}
 	k := x.Cols()
 	dout := nd.out.Grad[0]
-	for i, t := range nd.idx {
+	for i, t := range r.classes {
 		w := dout
-		if nd.c != nil {
-			w *= nd.c.Data[i]
+		if r.weights != nil {
+			w *= r.weights.Data[i]
 		}
-		gr, p := x.Grad[i*k:(i+1)*k], nd.s0[i*k:(i+1)*k]
+		gr, p := x.Grad[i*k:(i+1)*k], r.probs[i*k:(i+1)*k]
 		for j := range gr {
 			gr[j] += w * p[j]
 		}
@@ -203,7 +200,7 @@ func softmaxCEBackward(g *Graph, nd *node) {
 }
 
 // MaskedSquaredError returns Σ_i m_i·(pred_i − target_i)²; mask may be nil.
-// Gradients flow into pred and target. node: a = pred, b = target, c = mask.
+// Gradients flow into pred and target.
 func (g *Graph) MaskedSquaredError(pred, target, mask *Tensor) *Tensor {
 	n := pred.Size()
 	if target.Size() != n || (mask != nil && mask.Size() != n) {
@@ -213,13 +210,13 @@ func (g *Graph) MaskedSquaredError(pred, target, mask *Tensor) *Tensor {
 	out.Data[0] = float32(kernels.MaskedSquaredError(pred.Data, target.Data, dataOf(mask), n))
 	if out.requiresGrad {
 		nd := g.record(out, mseBackward)
-		nd.a, nd.b, nd.c = pred, target, mask
+		nd.loss = lossRec{input: pred, target: target, weights: mask}
 	}
 	return out
 }
 
 // dpred += 2·dout·m·(pred − target);  dtarget −= the same.
 func mseBackward(g *Graph, nd *node) {
-	p, t := nd.a, nd.b
-	kernels.MaskedSquaredErrorBackward(p.Data, t.Data, dataOf(nd.c), p.Size(), nd.out.Grad[0], gradOf(p), gradOf(t))
+	p, t := nd.loss.input, nd.loss.target
+	kernels.MaskedSquaredErrorBackward(p.Data, t.Data, dataOf(nd.loss.weights), p.Size(), nd.out.Grad[0], gradOf(p), gradOf(t))
 }

@@ -9,7 +9,6 @@ import (
 // ---------------------------------------------------------------------------
 // Embedding: out[..., :] = table[idx[...], :].
 // table [V, D], idx any shape (as a flat slice with shape idxShape) → [idxShape..., D].
-// node: a = table; idx; i0 = D.
 
 // Embedding gathers rows of table [V, D] by index; the result has shape
 // idxShape + [D]. Indices must lie in [0, V).
@@ -29,18 +28,18 @@ func (g *Graph) Embedding(table *Tensor, idx []int32, idxShape ...int) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, embeddingBackward)
-		nd.a, nd.idx, nd.i0 = table, idx, d
+		nd.embedding = embeddingRec{table: table, idx: idx, d: d}
 	}
 	return out
 }
 
 // dtable[idx[r], :] += dout[r, :] (scatter-add; repeated indices add up).
 func embeddingBackward(g *Graph, nd *node) {
-	table, d, dy := nd.a, nd.i0, nd.out.Grad
+	table, d, dy := nd.embedding.table, nd.embedding.d, nd.out.Grad
 	if !table.needsGrad() {
 		return
 	}
-	for r, i := range nd.idx {
+	for r, i := range nd.embedding.idx {
 		kernels.Axpy(1, dy[r*d:(r+1)*d], table.Grad[int(i)*d:(int(i)+1)*d])
 	}
 }
@@ -48,7 +47,6 @@ func embeddingBackward(g *Graph, nd *node) {
 // ---------------------------------------------------------------------------
 // Concat along an axis: all inputs agree on every other axis. Viewing each
 // input as [outer, n_k·inner], the output row is the inputs' rows side by side.
-// node: ins = inputs; i0 = outer, i1 = inner·(total size of axis).
 
 // Concat joins tensors along axis (negative counts from the end), e.g.
 // axis −1 for features, axis 1 for the token axis of [B, T, D] tensors.
@@ -94,14 +92,14 @@ func (g *Graph) Concat(axis int, ts ...*Tensor) *Tensor {
 	if out.requiresGrad {
 		nd := g.record(out, concatBackward)
 		nd.ins = append(nd.ins[:0], ts...)
-		nd.i0, nd.i1, nd.i2 = outer, row, axis
+		nd.concat = concatRec{outer: outer, row: row, axis: axis}
 	}
 	return out
 }
 
 // Each input's gradient is its block of dout's rows.
 func concatBackward(g *Graph, nd *node) {
-	outer, row, axis, dy := nd.i0, nd.i1, nd.i2, nd.out.Grad
+	outer, row, axis, dy := nd.concat.outer, nd.concat.row, nd.concat.axis, nd.out.Grad
 	inner := row / nd.out.Shape[axis]
 	off := 0
 	for _, t := range nd.ins {
@@ -117,7 +115,6 @@ func concatBackward(g *Graph, nd *node) {
 
 // ---------------------------------------------------------------------------
 // Slice along an axis: out = x[..., lo:hi, ...].
-// node: a = x; i0 = outer, i1 = input row (size·inner), i2 = lo·inner, i3 = out row.
 
 // Slice returns the index range [lo, hi) of x along axis (negative counts
 // from the end) as a new tensor (a copy).
@@ -140,19 +137,18 @@ func (g *Graph) Slice(x *Tensor, axis, lo, hi int) *Tensor {
 	}
 	if out.requiresGrad {
 		nd := g.record(out, sliceBackward)
-		nd.a = x
-		nd.i0, nd.i1, nd.i2, nd.i3 = outer, in, off, w
+		nd.unary = unaryRec{x: x, outer: outer, in: in, off: off, w: w}
 	}
 	return out
 }
 
 // dx[..., lo:hi, ...] += dout.
 func sliceBackward(g *Graph, nd *node) {
-	x, dy := nd.a, nd.out.Grad
+	x, dy := nd.unary.x, nd.out.Grad
 	if !x.needsGrad() {
 		return
 	}
-	outer, in, off, w := nd.i0, nd.i1, nd.i2, nd.i3
+	outer, in, off, w := nd.unary.outer, nd.unary.in, nd.unary.off, nd.unary.w
 	for o := range outer {
 		kernels.Axpy(1, dy[o*w:(o+1)*w], x.Grad[o*in+off:o*in+off+w])
 	}
@@ -160,7 +156,6 @@ func sliceBackward(g *Graph, nd *node) {
 
 // ---------------------------------------------------------------------------
 // Reshape: same data, new shape (a copy-free view).
-// node: a = x.
 
 // Reshape returns x with a new shape of the same size. The result shares
 // x's data (and gradient flows back unchanged).
@@ -175,14 +170,14 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 		// recorded node owns its output gradient.
 		g.attachGrad(out)
 		nd := g.record(out, reshapeBackward)
-		nd.a = x
+		nd.unary = unaryRec{x: x}
 	}
 	return out
 }
 
 // dx += dout.
 func reshapeBackward(g *Graph, nd *node) {
-	if nd.a.needsGrad() {
-		kernels.Axpy(1, nd.out.Grad, nd.a.Grad)
+	if x := nd.unary.x; x.needsGrad() {
+		kernels.Axpy(1, nd.out.Grad, x.Grad)
 	}
 }
