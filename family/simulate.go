@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/prismsbi/prism/internal/seeds"
 )
 
 // Sample is one draw (λ, M, θ, design, x) from a family's generative
@@ -92,21 +94,12 @@ func (p *FractionProposal) draw(r *rand.Rand, theta []float64, active []bool, n 
 	return -math.Log1p(-p.Mix) - softplus(lratio+math.Log(p.Mix/(1-p.Mix)))
 }
 
-// splitmix64 is the SplitMix64 finaliser, used to turn (seed, index) pairs
-// into well-separated PCG seeds.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // seedPCG seeds p for sample index of stream seed. This is the single
 // definition of per-sample seeding: the two PCG seed words are
-// s1 = splitmix64(splitmix64(seed) ⊕ index) and s2 = splitmix64(s1).
+// s1 = Mix(Mix(seed) ⊕ index) and s2 = Mix(s1) (Mix: internal/seeds).
 func seedPCG(p *rand.PCG, seed, index uint64) {
-	s1 := splitmix64(splitmix64(seed) ^ index)
-	p.Seed(s1, splitmix64(s1))
+	s1 := seeds.Mix(seeds.Mix(seed) ^ index)
+	p.Seed(s1, seeds.Mix(s1))
 }
 
 // SampleRNG returns the random source of sample index in stream seed. Every

@@ -39,6 +39,7 @@ import (
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
 	_ "github.com/prismsbi/prism/family/all" // registers the families (and the spec loader) for Load
+	"github.com/prismsbi/prism/internal/seeds"
 	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/train"
 )
@@ -285,14 +286,6 @@ func Repeat(mask []bool, n int) [][]bool {
 	return out
 }
 
-// splitmix64 is the SplitMix64 finaliser, used to derive stream seeds.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // Stream tags keep the random streams of different operations apart.
 const (
 	tagMasks uint64 = 0x6d61736b // "mask"
@@ -302,8 +295,8 @@ const (
 
 // streamSeed derives the seed of stream (tag, observation, sample).
 func streamSeed(seed, tag, obs, sample uint64) (uint64, uint64) {
-	s := splitmix64(splitmix64(splitmix64(seed^tag)^obs) ^ sample)
-	return s, splitmix64(s)
+	s := seeds.Mix(seeds.Mix(seeds.Mix(seed^tag)^obs) ^ sample)
+	return s, seeds.Mix(s)
 }
 
 // Memory estimates, in bytes, for checking a requested size against the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/seeds"
 	"github.com/prismsbi/prism/network"
 )
 
@@ -22,16 +23,8 @@ const (
 	tagValNoise = 400 // + stream: validation noise
 )
 
-// splitmix64 is the SplitMix64 finaliser.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // deriveSeed returns the seed of stream tag of a run with the given seed.
-func deriveSeed(seed, tag uint64) uint64 { return splitmix64(splitmix64(seed) ^ splitmix64(tag)) }
+func deriveSeed(seed, tag uint64) uint64 { return seeds.Derive(seed, tag) }
 
 // stream is one design stream: where its simulations come from.
 type stream struct {
