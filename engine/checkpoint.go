@@ -72,25 +72,3 @@ func (s *ParamStore) Assign(ts []safetensors.Tensor, prefix string) error {
 	}
 	return nil
 }
-
-// SaveParams writes the store's parameters to path in safetensors format
-// (atomically, see safetensors.Write) with the given metadata.
-func SaveParams(path string, s *ParamStore, metadata map[string]string) error {
-	if err := safetensors.Write(path, s.Tensors(), metadata); err != nil {
-		return fmt.Errorf("engine: saving parameters: %w", err)
-	}
-	return nil
-}
-
-// LoadParams reads the parameters saved by SaveParams from path into s,
-// verifying names and shapes (see Assign), and returns the file's metadata.
-func LoadParams(path string, s *ParamStore) (map[string]string, error) {
-	ts, meta, err := safetensors.Read(path)
-	if err != nil {
-		return nil, fmt.Errorf("engine: loading parameters: %w", err)
-	}
-	if err := s.Assign(ts, ""); err != nil {
-		return nil, fmt.Errorf("%w (file %s)", err, path)
-	}
-	return meta, nil
-}

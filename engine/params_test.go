@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/engine/optim"
+	"github.com/prismsbi/prism/engine/safetensors"
 )
 
 // TestVarianceScaling checks the truncated-normal initialiser's variance
@@ -90,7 +91,20 @@ func TestParamStoreNamesAndInit(t *testing.T) {
 	s.New("fourier", Zeros, 1)
 }
 
+// TestSaveLoadParams: parameters written to a safetensors file and read
+// back through Assign are identical; a file whose names or shapes do not
+// match the store is refused without changing it.
 func TestSaveLoadParams(t *testing.T) {
+	SaveParams := func(path string, s *ParamStore, meta map[string]string) error {
+		return safetensors.Write(path, s.Tensors(), meta)
+	}
+	LoadParams := func(path string, s *ParamStore) (map[string]string, error) {
+		ts, meta, err := safetensors.Read(path)
+		if err != nil {
+			return nil, err
+		}
+		return meta, s.Assign(ts, "")
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.safetensors")
 	mk := func(seed uint64, shape ...int) *ParamStore {

@@ -103,3 +103,20 @@ func LoadSpecFile(path string) (Family, error) {
 	}
 	return f, nil
 }
+
+// Resolve returns the family called name: the registered one when spec is
+// empty, otherwise the family built from the spec text (whose name must be
+// name), as stored by training runs and checkpoints.
+func Resolve(name, spec, specDir string) (Family, error) {
+	if spec == "" {
+		return Lookup(name)
+	}
+	f, err := FromSpec([]byte(spec), specDir)
+	if err != nil {
+		return nil, fmt.Errorf("the run's family spec: %w", err)
+	}
+	if f.Name() != name {
+		return nil, fmt.Errorf("the run's family spec names %q, the configuration %q", f.Name(), name)
+	}
+	return f, nil
+}

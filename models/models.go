@@ -24,10 +24,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/network"
@@ -171,52 +171,32 @@ type header struct {
 	tensors []safetensors.Tensor
 }
 
-// parse decodes a weights file held in data and checks its metadata as
-// posterior.LoadWeightsFile does.
+// parse decodes a weights file held in data: its checkpoint header
+// (checked as every loader checks it), its training configuration and its
+// tensors.
 func parse(data []byte) (*header, error) {
 	ts, meta, err := safetensors.Decode(data)
 	if err != nil {
 		return nil, err
 	}
-	if v := meta["prism.format_version"]; v != "1" {
-		return nil, fmt.Errorf("unknown prism.format_version %q", v)
+	ch, err := checkpoint.ParseHeader(meta)
+	if err != nil {
+		return nil, err
 	}
-	if k := meta["prism.kind"]; k != "weights" {
-		return nil, fmt.Errorf("prism.kind is %q, want \"weights\"", k)
+	if ch.Kind != checkpoint.KindWeights {
+		return nil, fmt.Errorf("prism.kind is %q, want %q", ch.Kind, checkpoint.KindWeights)
 	}
-	h := &header{weights: meta["prism.weights"], tensors: ts}
-	if err := json.Unmarshal([]byte(meta["prism.config"]), &h.cfg); err != nil {
+	h := &header{weights: ch.Weights, step: ch.Step, tensors: ts}
+	if err := json.Unmarshal(ch.Config, &h.cfg); err != nil {
 		return nil, fmt.Errorf("prism.config: %w", err)
-	}
-	if s := meta["prism.step"]; s != "" {
-		if h.step, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return nil, fmt.Errorf("prism.step %q: %w", s, err)
-		}
-	}
-	if f := meta["prism.family"]; f != "" && f != h.cfg.Family {
-		return nil, fmt.Errorf("prism.family %q disagrees with the configuration's family %q", f, h.cfg.Family)
 	}
 	return h, nil
 }
 
 // decodeNet builds the network of a weights file held in data.
 func decodeNet(data []byte) (*network.Net, error) {
-	h, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	f, err := h.cfg.LookupFamily()
-	if err != nil {
-		return nil, err
-	}
-	net, err := network.New(f, h.cfg.Network, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := net.Params().Assign(h.tensors, ""); err != nil {
-		return nil, err
-	}
-	return net, nil
+	net, _, err := checkpoint.Decode(data)
+	return net, err
 }
 
 // Describe returns the Info of a weights file held in data, to be shipped
@@ -265,12 +245,12 @@ func Describe(name string, data []byte) (Info, error) {
 func Export(checkpointDir, path string) (Info, error) {
 	var data []byte
 	for attempt := 0; ; attempt++ {
-		name := train.LatestCheckpoint(checkpointDir)
+		name := latestName(checkpointDir)
 		if name == "" {
-			return Info{}, fmt.Errorf("models: export: %s holds no committed checkpoint (no %s file)", checkpointDir, train.LatestFile)
+			return Info{}, fmt.Errorf("models: export: %s holds no committed checkpoint (no %s file)", checkpointDir, checkpoint.LatestFile)
 		}
 		var err error
-		data, err = os.ReadFile(filepath.Join(checkpointDir, name, train.EMAFile))
+		data, err = os.ReadFile(filepath.Join(checkpointDir, name, checkpoint.EMAFile))
 		if err == nil {
 			break
 		}
@@ -293,4 +273,13 @@ func Export(checkpointDir, path string) (Info, error) {
 		return Info{}, fmt.Errorf("models: export: %w", err)
 	}
 	return info, nil
+}
+
+// latestName is the committed checkpoint of a run directory, "" if none.
+func latestName(dir string) string {
+	name, err := checkpoint.Latest(dir)
+	if err != nil {
+		return ""
+	}
+	return name
 }

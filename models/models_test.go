@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
-	"github.com/prismsbi/prism/train"
 )
 
 // shipped are the models issue 8 requires, with their families.
@@ -82,17 +82,17 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-// TestOpenMatchesLoadWeightsFile: the network built from the embedded
-// bytes has exactly the parameters posterior.LoadWeightsFile reads from
+// TestOpenMatchesLoad: the network built from the embedded
+// bytes has exactly the parameters posterior.Load reads from
 // the file, and answers a query identically (same weights and code give
 // bit-identical numbers).
-func TestOpenMatchesLoadWeightsFile(t *testing.T) {
+func TestOpenMatchesLoad(t *testing.T) {
 	for name := range shipped {
 		p, err := Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := posterior.LoadWeightsFile(name + Ext)
+		q, err := posterior.Load(name + Ext)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,10 +151,10 @@ func fakeRun(t *testing.T, weights []byte) string {
 	if err := os.Mkdir(filepath.Join(dir, ck), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ck, train.EMAFile), weights, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ck, checkpoint.EMAFile), weights, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, train.LatestFile), []byte(ck+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.LatestFile), []byte(ck+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

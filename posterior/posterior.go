@@ -30,18 +30,15 @@
 package posterior
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 
-	"github.com/prismsbi/prism/engine/safetensors"
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/family"
 	_ "github.com/prismsbi/prism/family/all" // registers the families (and the spec loader) for Load
 	"github.com/prismsbi/prism/internal/seeds"
 	"github.com/prismsbi/prism/network"
-	"github.com/prismsbi/prism/train"
 )
 
 // Observation is one observed data set (design and values).
@@ -72,60 +69,24 @@ func New(net *network.Net) *Posterior {
 	return &Posterior{net: net, fam: f, layout: f.Layout(), c: len(f.Components()), dmax: f.Layout().DMax}
 }
 
-// Load reads a trained network: path is either a checkpoint directory
+// Load reads a trained network: path is either a training run directory
 // written by `prism train` (its EMA weights are used, the weights meant
-// for inference) or a weights file such as the checkpoint's
-// ema.safetensors (LoadWeightsFile).
+// for inference) or a weights file such as a checkpoint's ema.safetensors
+// (package checkpoint).
 func Load(path string) (*Posterior, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("posterior: %w", err)
-	}
-	if !st.IsDir() {
-		return LoadWeightsFile(path)
-	}
-	return LoadCheckpoint(path, true)
-}
-
-// LoadCheckpoint reads the committed checkpoint in dir with its EMA
-// weights (ema true) or its raw training weights.
-func LoadCheckpoint(dir string, ema bool) (*Posterior, error) {
-	net, _, _, err := train.LoadNetwork(dir, ema)
+	net, _, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("posterior: %w", err)
 	}
 	return New(net), nil
 }
 
-// LoadWeightsFile reads a weights file (docs/checkpoint-format.md: kind
-// "weights", parameters under their bare names, the training
-// configuration in the prism.config metadata), e.g. a checkpoint's
-// ema.safetensors: a quarter of the checkpoint's size.
-func LoadWeightsFile(path string) (*Posterior, error) {
-	ts, meta, err := safetensors.Read(path)
+// LoadCheckpoint reads the committed checkpoint in run directory dir with
+// its EMA weights (ema true) or its raw training weights.
+func LoadCheckpoint(dir string, ema bool) (*Posterior, error) {
+	net, _, err := checkpoint.LoadRun(dir, ema)
 	if err != nil {
 		return nil, fmt.Errorf("posterior: %w", err)
-	}
-	if v := meta["prism.format_version"]; v != "1" {
-		return nil, fmt.Errorf("posterior: %s: unknown prism.format_version %q", path, v)
-	}
-	if k := meta["prism.kind"]; k != "weights" {
-		return nil, fmt.Errorf("posterior: %s: prism.kind is %q, want \"weights\" (pass a checkpoint directory for checkpoints)", path, k)
-	}
-	var cfg train.Config
-	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
-		return nil, fmt.Errorf("posterior: %s: prism.config: %w", path, err)
-	}
-	f, err := cfg.LookupFamily()
-	if err != nil {
-		return nil, fmt.Errorf("posterior: %s: %w", path, err)
-	}
-	net, err := network.New(f, cfg.Network, 0)
-	if err != nil {
-		return nil, fmt.Errorf("posterior: %s: %w", path, err)
-	}
-	if err := net.Params().Assign(ts, ""); err != nil {
-		return nil, fmt.Errorf("posterior: %s: %w", path, err)
 	}
 	return New(net), nil
 }

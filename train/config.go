@@ -101,17 +101,7 @@ type Config struct {
 // describes (installed in the registry under its name), or the registered
 // family of that name.
 func (c *Config) LookupFamily() (family.Family, error) {
-	if c.Spec == "" {
-		return family.Lookup(c.Family)
-	}
-	f, err := family.FromSpec([]byte(c.Spec), c.SpecDir)
-	if err != nil {
-		return nil, fmt.Errorf("the run's family spec: %w", err)
-	}
-	if f.Name() != c.Family {
-		return nil, fmt.Errorf("the run's family spec names %q, the configuration %q", f.Name(), c.Family)
-	}
-	return f, nil
+	return family.Resolve(c.Family, c.Spec, c.SpecDir)
 }
 
 // ValidationConfig describes the validation set: Size simulations per

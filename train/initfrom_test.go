@@ -15,7 +15,7 @@ func TestInitFrom(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	cfg := tinyConfig(t, 12)
 	runToEnd(t, newTrainer(t, cfg, src))
-	want, _, _, err := LoadNetwork(src, true)
+	want, _, _, err := loadNetwork(src, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestInitFrom(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "dst")
 	tr := newTrainer(t, warm, dst)
 	for _, ema := range []bool{false, true} {
-		got, _, st, err := LoadNetwork(dst, ema)
+		got, _, st, err := loadNetwork(dst, ema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func TestInitFrom(t *testing.T) {
 		}
 	}
 	runToEnd(t, tr)
-	got, cfgOut, _, err := LoadNetwork(dst, false)
+	got, cfgOut, _, err := loadNetwork(dst, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestLingaussCheckpointTV(t *testing.T) {
 	if *lingaussCheckpoint == "" {
 		t.Skip("set -lingauss-checkpoint DIR to evaluate a training run")
 	}
-	net, cfg, st, err := LoadNetwork(*lingaussCheckpoint, true)
+	net, cfg, st, err := loadNetwork(*lingaussCheckpoint, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLingaussCheckpointTV(t *testing.T) {
 	}
 	t.Logf("%s after %d steps of batch %d: EMA weights: mean TV %.4f (worst %.4f), mean KL(p‖q) %.4f nats; the prior's mean TV is %.4f",
 		cfg.Family, st.Step, cfg.BatchSize, acc.MeanTV, acc.WorstTV, acc.MeanKL, LingaussPriorTV(*lingaussCheckpointObs, LingaussEvalSeed))
-	if raw, _, _, err := LoadNetwork(*lingaussCheckpoint, false); err == nil {
+	if raw, _, _, err := loadNetwork(*lingaussCheckpoint, false); err == nil {
 		if a, err := LingaussMaskAccuracy(raw, *lingaussCheckpointObs, LingaussEvalSeed); err == nil {
 			t.Logf("raw (non-EMA) weights: mean TV %.4f (worst %.4f), mean KL %.4f", a.MeanTV, a.WorstTV, a.MeanKL)
 		}
@@ -70,7 +70,7 @@ func TestLingaussShortTraining(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	tr := newTrainer(t, cfg, dir)
 	runToEnd(t, tr)
-	net, _, _, err := LoadNetwork(dir, true)
+	net, _, _, err := loadNetwork(dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}

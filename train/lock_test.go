@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/internal/dirlock"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRunFolderLocked(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	tr := newTrainer(t, tinyConfig(t, 3), dir)
-	log, err := os.ReadFile(filepath.Join(dir, LogFile))
+	log, err := os.ReadFile(filepath.Join(dir, checkpoint.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +40,8 @@ func TestRunFolderLocked(t *testing.T) {
 		}
 	}
 	ft.Close()
-	if after, _ := os.ReadFile(filepath.Join(dir, LogFile)); string(after) != string(log) {
-		t.Errorf("the refused runs changed %s", LogFile)
+	if after, _ := os.ReadFile(filepath.Join(dir, checkpoint.LogFile)); string(after) != string(log) {
+		t.Errorf("the refused runs changed %s", checkpoint.LogFile)
 	}
 	tr.Close()
 	rt, err := Resume(dir, "", nil, Options{})

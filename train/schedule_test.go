@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine/safetensors"
 )
 
@@ -64,11 +65,11 @@ func TestScheduledRunResumes(t *testing.T) {
 	cfg.Optimizer.Schedule = Schedule{Kind: "cosine", Start: 4, Steps: 12, Final: 0.05}
 	ref := filepath.Join(t.TempDir(), "ref")
 	runToEnd(t, newTrainer(t, cfg, ref))
-	ta, _, err := safetensors.Decode(checkpointFiles(t, constant)[CheckpointFile])
+	ta, _, err := safetensors.Decode(checkpointFiles(t, constant)[checkpoint.CheckpointFile])
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, _, err := safetensors.Decode(checkpointFiles(t, ref)[CheckpointFile])
+	tb, _, err := safetensors.Decode(checkpointFiles(t, ref)[checkpoint.CheckpointFile])
 	if err != nil {
 		t.Fatal(err)
 	}

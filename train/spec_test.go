@@ -35,7 +35,7 @@ func TestLingaussSpecShortTraining(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "run")
 	tr := newTrainer(t, cfg, run)
 	runToEnd(t, tr)
-	net, got, _, err := LoadNetwork(run, true)
+	net, got, _, err := loadNetwork(run, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
 	_ "github.com/prismsbi/prism/family/dmri"
@@ -68,7 +69,7 @@ func runToEnd(t testing.TB, tr *Trainer) Result {
 // checkpointFiles returns the files of dir's committed checkpoint by name.
 func checkpointFiles(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
-	name, err := latest(dir)
+	name, err := checkpoint.Latest(dir)
 	if err != nil || name == "" {
 		t.Fatalf("no committed checkpoint in %s (%v)", dir, err)
 	}
@@ -95,12 +96,12 @@ func checkpointFiles(t testing.TB, dir string) map[string][]byte {
 func sameWeights(t testing.TB, a, b string) {
 	t.Helper()
 	fa, fb := checkpointFiles(t, a), checkpointFiles(t, b)
-	for _, name := range []string{"LATEST", StateFile} {
+	for _, name := range []string{"LATEST", checkpoint.StateFile} {
 		if !bytes.Equal(fa[name], fb[name]) {
 			t.Errorf("%s differs between %s and %s", name, a, b)
 		}
 	}
-	for _, name := range []string{CheckpointFile, EMAFile} {
+	for _, name := range []string{checkpoint.CheckpointFile, checkpoint.EMAFile} {
 		ta, _, err := safetensors.Decode(fa[name])
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +172,7 @@ func TestSameSeedSameCheckpoint(t *testing.T) {
 	c.Seed++
 	d := filepath.Join(t.TempDir(), "c")
 	runToEnd(t, newTrainer(t, c, d))
-	if bytes.Equal(checkpointFiles(t, d)[CheckpointFile], fa[CheckpointFile]) {
+	if bytes.Equal(checkpointFiles(t, d)[checkpoint.CheckpointFile], fa[checkpoint.CheckpointFile]) {
 		t.Error("a different seed gave the same weights")
 	}
 	// And the same everything gives byte-identical files, config included.
@@ -229,7 +230,7 @@ func TestResumeAfterCrashMatchesUninterrupted(t *testing.T) {
 		t.Logf("trial %d: crash at step %d", trial, crashAt)
 		sameWeights(t, ref, dir)
 		// The log holds every step's record once.
-		logData, err := os.ReadFile(filepath.Join(dir, LogFile))
+		logData, err := os.ReadFile(filepath.Join(dir, checkpoint.LogFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,8 +279,8 @@ func TestResumeExtendsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ft.Close()
-	if ft.Step() != 20 || !IsCheckpointDir(fork) {
-		t.Errorf("fork at step %d, checkpoint %v", ft.Step(), IsCheckpointDir(fork))
+	if ft.Step() != 20 || !checkpoint.IsRunDir(fork) {
+		t.Errorf("fork at step %d, checkpoint %v", ft.Step(), checkpoint.IsRunDir(fork))
 	}
 }
 
@@ -381,15 +382,15 @@ func TestCrashDuringCheckpointKeepsOld(t *testing.T) {
 	// The states a kill can leave behind before the commit: a half-written
 	// temporary directory, a renamed but uncommitted checkpoint directory,
 	// a temporary LATEST.
-	for _, p := range []string{"." + ckptName(14) + ".tmp-123", ckptName(14)} {
+	for _, p := range []string{"." + checkpoint.Name(14) + ".tmp-123", checkpoint.Name(14)} {
 		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, p, CheckpointFile), []byte("partial"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, p, checkpoint.CheckpointFile), []byte("partial"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "."+LatestFile+".tmp-9"), []byte(ckptName(14)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "."+checkpoint.LatestFile+".tmp-9"), []byte(checkpoint.Name(14)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rt, err := Resume(dir, "", func(c *Config) { c.Steps = 14 }, Options{})
@@ -405,7 +406,7 @@ func TestCrashDuringCheckpointKeepsOld(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{dirlock.FileName, LatestFile, ckptName(7), LogFile}; !slices.Equal(names, want) {
+	if want := []string{dirlock.FileName, checkpoint.LatestFile, checkpoint.Name(7), checkpoint.LogFile}; !slices.Equal(names, want) {
 		t.Errorf("after resume the directory holds %v, want %v", names, want)
 	}
 	after := checkpointFiles(t, dir)
@@ -415,8 +416,8 @@ func TestCrashDuringCheckpointKeepsOld(t *testing.T) {
 		}
 	}
 	runToEnd(t, rt)
-	if got, _ := latest(dir); got != ckptName(14) {
-		t.Errorf("LATEST = %s after finishing, want %s", got, ckptName(14))
+	if got, _ := checkpoint.Latest(dir); got != checkpoint.Name(14) {
+		t.Errorf("LATEST = %s after finishing, want %s", got, checkpoint.Name(14))
 	}
 }
 

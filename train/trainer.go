@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/engine/optim"
 	"github.com/prismsbi/prism/family"
@@ -180,7 +181,7 @@ func checkFreshDir(dir string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("train: output directory: %w", err)
-	case IsCheckpointDir(dir):
+	case checkpoint.IsRunDir(dir):
 		return fmt.Errorf("train: %s already holds a training checkpoint; resume it with --resume %s or choose another output directory", dir, dir)
 	case len(entries) > 1 || (len(entries) == 1 && entries[0].Name() != dirlock.FileName):
 		return fmt.Errorf("train: output directory %s exists and is not empty (and holds no checkpoint)", dir)
@@ -282,7 +283,7 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, er
 			t.Close()
 			return nil, err
 		}
-	} else if err := cleanStale(dir, ckptName(t.state.Step)); err != nil {
+	} else if err := checkpoint.CleanStale(dir, checkpoint.Name(t.state.Step)); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 }
 
 // restore loads weights, optimiser state and training state.
-func (t *Trainer) restore(ck *checkpoint) error {
+func (t *Trainer) restore(ck *runCheckpoint) error {
 	if err := t.params.Assign(ck.tensors, ""); err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
@@ -636,7 +637,7 @@ func (a *lossAcc) add(l, m, p float64) {
 // openLog opens log.jsonl for appending, first dropping lines of steps
 // after step (written after the checkpoint being resumed).
 func (t *Trainer) openLog(step int64) error {
-	path := filepath.Join(t.dir, LogFile)
+	path := filepath.Join(t.dir, checkpoint.LogFile)
 	if data, err := os.ReadFile(path); err == nil {
 		var kept []byte
 		for line := range bytes.Lines(data) {
@@ -648,7 +649,7 @@ func (t *Trainer) openLog(step int64) error {
 			}
 			kept = append(kept, line...)
 		}
-		if err := writeFileAtomic(path, kept); err != nil {
+		if err := checkpoint.WriteFile(path, kept); err != nil {
 			return err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/train"
 )
@@ -192,7 +193,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "trained to step %d (%d steps this run in %s: %.0f samples/s, %.0f samples per CPU-second, waited for data %.1f%% of the time); checkpoint %s\n",
 		res.Step, res.StepsThisRun, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.SamplesPerCPUSec, 100*res.WaitShare,
-		filepath.Join(dir, train.LatestCheckpoint(dir)))
+		filepath.Join(dir, latestCheckpoint(dir)))
 	if res.Dropped > 0 {
 		fmt.Fprintf(stderr, "prism train: %d simulations gave NaN or infinite observations and were redrawn from the prior (dropped_samples in log.jsonl)\n", res.Dropped)
 	}
@@ -207,4 +208,10 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// latestCheckpoint is the name of dir's committed checkpoint ("" if none).
+func latestCheckpoint(dir string) string {
+	name, _ := checkpoint.Latest(dir)
+	return name
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prismsbi/prism/train"
+	"github.com/prismsbi/prism/checkpoint"
 )
 
 // asCLI makes the test binary act as the prism command when set in its
@@ -57,12 +57,12 @@ func writeTinyConfig(t *testing.T) string {
 // ckptFiles reads every file of dir's committed checkpoint.
 func ckptFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	name := train.LatestCheckpoint(dir)
+	name := latestCheckpoint(dir)
 	if name == "" {
 		t.Fatalf("%s holds no checkpoint", dir)
 	}
-	files := map[string][]byte{train.LatestFile: []byte(name)}
-	for _, f := range []string{train.CheckpointFile, train.EMAFile, train.StateFile, train.ConfigFile} {
+	files := map[string][]byte{checkpoint.LatestFile: []byte(name)}
+	for _, f := range []string{checkpoint.CheckpointFile, checkpoint.EMAFile, checkpoint.StateFile, checkpoint.ConfigFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name, f))
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ poll:
 			cmd.Process.Kill()
 			t.Fatal("child did not reach step 10 within 60 s")
 		case <-time.After(2 * time.Millisecond):
-			if name := train.LatestCheckpoint(dir); name > "ckpt-000000000010" {
+			if name := latestCheckpoint(dir); name > "ckpt-000000000010" {
 				break poll
 			}
 		}
@@ -119,7 +119,7 @@ poll:
 	if err := <-exited; err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("child was not killed: %v (%s)", err, childErr.String())
 	}
-	killedAt := train.LatestCheckpoint(dir)
+	killedAt := latestCheckpoint(dir)
 	if killedAt == "ckpt-000000000060" {
 		t.Fatal("child finished before the kill")
 	}
