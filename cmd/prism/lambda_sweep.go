@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,24 +57,9 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	f := p.Family()
 	obs := observations(in)
-	opt := posterior.Options{Seed: *of.seed}
-	// disc[l][i]: ranked distinct models of observation i at λ_l.
-	disc := make([][][]posterior.Ranked, len(lambdas))
-	active := make([][][]float64, len(lambdas)) // [λ][obs][draw] base components on
-	for l, lam := range lambdas {
-		ms, err := p.SampleMasks(obs, lam, *models, opt)
-		if err != nil {
-			return err
-		}
-		active[l] = make([][]float64, len(obs))
-		for i := range ms {
-			for _, m := range ms[i].Masks {
-				active[l][i] = append(active[l][i], float64(family.BaseCount(f, m)))
-			}
-		}
-		if disc[l], err = p.Discover(obs, lam, *models, 0, opt); err != nil {
-			return err
-		}
+	sweeps, err := p.LambdaSweep(obs, lambdas, *models, maxSweepModels, posterior.Options{Seed: *of.seed})
+	if err != nil {
+		return err
 	}
 	type lineJSON struct {
 		Index    int          `json:"index"`
@@ -89,16 +73,11 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	var lines []any
 	for i := range in {
+		sw := &sweeps[i]
 		for l, lam := range lambdas {
-			a := slices.Clone(active[l][i])
-			slices.Sort(a)
-			mean := 0.0
-			for _, v := range a {
-				mean += v / float64(len(a))
-			}
-			rs := disc[l][i]
-			lj := lineJSON{Index: i, Lambda: lam, Mean: mean, Median: quantileSorted(a, 0.5),
-				Lo: quantileSorted(a, 0.05), Hi: quantileSorted(a, 0.95), Top: toRankedJSON(f, rs[:min(*top, len(rs))])}
+			rs := sw.Ranked[l]
+			lj := lineJSON{Index: i, Lambda: lam, Mean: sw.ActiveMean[l], Median: sw.ActiveMedian[l],
+				Lo: sw.ActiveQ05[l], Hi: sw.ActiveQ95[l], Top: toRankedJSON(f, rs[:min(*top, len(rs))])}
 			if in[i].Truth != nil {
 				lj.TrueMask = family.MaskString(in[i].Truth)
 			}
@@ -112,7 +91,7 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	for i := range min(len(in), maxPlots) {
-		if err := sweepFigure(filepath.Join(*of.plotDir, fmt.Sprintf("lambda-sweep-%04d.png", i)), p, obs[i], lambdas, active, disc, i); err != nil {
+		if err := sweepFigure(filepath.Join(*of.plotDir, fmt.Sprintf("lambda-sweep-%04d.png", i)), f, &sweeps[i], i); err != nil {
 			return err
 		}
 	}
@@ -120,50 +99,11 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 }
 
 // sweepFigure draws the number of active components (median, 5–95 %)
-// against λ and the exact q(M | x, λ) of the models that rank highest at
-// some λ.
-func sweepFigure(path string, p *posterior.Posterior, o posterior.Observation, lambdas []float64, active [][][]float64, disc [][][]posterior.Ranked, i int) error {
-	f := p.Family()
-	s := plot.Sweep{Lambda: lambdas, CenterName: "median"}
-	for l := range lambdas {
-		a := slices.Clone(active[l][i])
-		slices.Sort(a)
-		s.Center = append(s.Center, quantileSorted(a, 0.5))
-		s.Lo = append(s.Lo, quantileSorted(a, 0.05))
-		s.Hi = append(s.Hi, quantileSorted(a, 0.95))
-	}
-	// Models: best at each λ first, then runners-up, until maxSweepModels.
-	seen := map[string]bool{}
-	var ms [][]bool
-	for r := 0; r < 3 && len(ms) < maxSweepModels; r++ {
-		for l := range lambdas {
-			if rs := disc[l][i]; r < len(rs) && !seen[family.MaskString(rs[r].Mask)] && len(ms) < maxSweepModels {
-				seen[family.MaskString(rs[r].Mask)] = true
-				ms = append(ms, rs[r].Mask)
-			}
-		}
-	}
-	for _, m := range ms {
-		s.Models = append(s.Models, plot.Series{Name: family.MaskLabel(f, m), Values: make([]float64, len(lambdas))})
-	}
-	for l, lam := range lambdas {
-		lq, err := p.LogProbMasks([]posterior.Observation{o}, lam, [][][]bool{ms}, posterior.Options{})
-		if err != nil {
-			return err
-		}
-		for k := range ms {
-			s.Models[k].Values[l] = math.Exp(lq[0][k])
-		}
+// against λ and q(M | x, λ) of the models that rank highest at some λ.
+func sweepFigure(path string, f family.Family, sw *posterior.Sweep, i int) error {
+	s := plot.Sweep{Lambda: sw.Lambdas, CenterName: "median", Center: sw.ActiveMedian, Lo: sw.ActiveQ05, Hi: sw.ActiveQ95}
+	for k, m := range sw.Shown {
+		s.Models = append(s.Models, plot.Series{Name: family.MaskLabel(f, m), Values: sw.ShownProb[k]})
 	}
 	return plot.LambdaSweep(path, s, plot.Options{Title: fmt.Sprintf("observation %d", i)})
-}
-
-// quantileSorted is the q-quantile of sorted values (linear interpolation).
-func quantileSorted(x []float64, q float64) float64 {
-	h := q * float64(len(x)-1)
-	lo := int(h)
-	if lo >= len(x)-1 {
-		return x[len(x)-1]
-	}
-	return x[lo] + (h-float64(lo))*(x[lo+1]-x[lo])
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/png"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +17,6 @@ import (
 	"github.com/prismsbi/prism/dmri"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/nifti"
-	"github.com/prismsbi/prism/posterior"
 )
 
 func TestSlab(t *testing.T) {
@@ -62,39 +60,6 @@ func TestRestrictToSlab(t *testing.T) {
 	for i, m := range s.Mask {
 		if m != (i >= 4 && i < 12) {
 			t.Errorf("mask[%d] = %v", i, m)
-		}
-	}
-}
-
-// TestActiveQuantiles compares the weighted quantiles of the active
-// component counts with the quantiles of the expanded list of draws
-// (smallest value whose cumulative count reaches q·n), on random rankings.
-func TestActiveQuantiles(t *testing.T) {
-	f, err := family.Lookup("symbolic-k15")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := len(f.Components())
-	r := rand.New(rand.NewPCG(1, 2))
-	for trial := range 200 {
-		var rs []posterior.Ranked
-		var all []float64
-		for range 1 + r.IntN(8) {
-			m := make([]bool, c)
-			for k := range m {
-				m[k] = r.IntN(3) == 0
-			}
-			cnt := 1 + r.IntN(20)
-			rs = append(rs, posterior.Ranked{Mask: m, Count: cnt})
-			for range cnt {
-				all = append(all, float64(family.BaseCount(f, m)))
-			}
-		}
-		slices.Sort(all)
-		q := func(p float64) float64 { return all[max(0, int(math.Ceil(p*float64(len(all))))-1)] }
-		lo, med, hi := activeQuantiles(f, rs)
-		if lo != q(0.05) || med != q(0.5) || hi != q(0.95) {
-			t.Fatalf("trial %d: quantiles %v %v %v, expanded %v %v %v", trial, lo, med, hi, q(0.05), q(0.5), q(0.95))
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/prismsbi/prism/data"
@@ -100,42 +99,6 @@ func readExample(f family.Family) (*example, error) {
 	return ex, nil
 }
 
-// weightedQuantile is the q-quantile of values v drawn w times each
-// (v sorted increasingly, total weight n): the smallest v whose
-// cumulative count reaches q·n.
-func weightedQuantile(v []float64, w []int, n int, q float64) float64 {
-	target := q * float64(n)
-	c := 0
-	for i := range v {
-		c += w[i]
-		if float64(c) >= target {
-			return v[i]
-		}
-	}
-	return v[len(v)-1]
-}
-
-// activeQuantiles summarises the number of active base components over
-// the draws of a Discover ranking.
-func activeQuantiles(f family.Family, rs []posterior.Ranked) (q05, med, q95 float64) {
-	counts := map[int]int{}
-	n := 0
-	for _, r := range rs {
-		counts[family.BaseCount(f, r.Mask)] += r.Count
-		n += r.Count
-	}
-	var v []float64
-	for k := range counts {
-		v = append(v, float64(k))
-	}
-	slices.Sort(v)
-	w := make([]int, len(v))
-	for i, k := range v {
-		w[i] = counts[int(k)]
-	}
-	return weightedQuantile(v, w, n, 0.05), weightedQuantile(v, w, n, 0.5), weightedQuantile(v, w, n, 0.95)
-}
-
 // runSymbolic runs the λ sweep and the predictive band of the shipped
 // symbolic-k15 network on the bundled observation.
 func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
@@ -157,44 +120,19 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 
 	logf("symbolic: model posterior at %d values of λ (%d masks each) with the shipped %s network", len(c.Lambdas), c.SweepMasks, SymbolicModel)
 	t = time.Now()
-	disc := make([][]posterior.Ranked, len(c.Lambdas))
-	for l, lam := range c.Lambdas {
-		d, err := p.Discover(obs, lam, c.SweepMasks, 0, opt)
-		if err != nil {
-			return nil, fmt.Errorf("demo: λ sweep: %w", err)
-		}
-		disc[l] = d[0]
+	sweeps, err := p.LambdaSweep(obs, c.Lambdas, c.SweepMasks, maxSweepModels, opt)
+	if err != nil {
+		return nil, fmt.Errorf("demo: λ sweep: %w", err)
 	}
-	// The models of the figure: the best at each λ, then the runners-up.
-	seen := map[string]bool{}
-	var shown [][]bool
-	for rank := 0; rank < 3 && len(shown) < maxSweepModels; rank++ {
-		for l := range c.Lambdas {
-			if rank < len(disc[l]) && len(shown) < maxSweepModels {
-				if key := family.MaskString(disc[l][rank].Mask); !seen[key] {
-					seen[key] = true
-					shown = append(shown, disc[l][rank].Mask)
-				}
-			}
-		}
-	}
-	sweep := plot.Sweep{Lambda: c.Lambdas, CenterName: "median"}
-	for _, m := range shown {
-		sweep.Models = append(sweep.Models, plot.Series{Name: family.MaskLabel(f, m), Values: make([]float64, len(c.Lambdas))})
+	sw := sweeps[0]
+	sweep := plot.Sweep{Lambda: c.Lambdas, CenterName: "median", Center: sw.ActiveMedian, Lo: sw.ActiveQ05, Hi: sw.ActiveQ95}
+	for k, m := range sw.Shown {
+		sweep.Models = append(sweep.Models, plot.Series{Name: family.MaskLabel(f, m), Values: sw.ShownProb[k]})
 	}
 	truthKey := family.MaskString(ex.truth)
 	for l, lam := range c.Lambdas {
-		lq, err := p.LogProbMasks(obs, lam, [][][]bool{shown}, opt)
-		if err != nil {
-			return nil, fmt.Errorf("demo: λ sweep: %w", err)
-		}
-		for k := range shown {
-			sweep.Models[k].Values[l] = math.Exp(lq[0][k])
-		}
-		q05, med, q95 := activeQuantiles(f, disc[l])
-		sweep.Lo, sweep.Center, sweep.Hi = append(sweep.Lo, q05), append(sweep.Center, med), append(sweep.Hi, q95)
-		pt := SweepPoint{Lambda: lam, ActiveMedian: med, ActiveQ05: q05, ActiveQ95: q95}
-		for _, rk := range disc[l][:min(topPerLambda, len(disc[l]))] {
+		pt := SweepPoint{Lambda: lam, ActiveMedian: sw.ActiveMedian[l], ActiveQ05: sw.ActiveQ05[l], ActiveQ95: sw.ActiveQ95[l]}
+		for _, rk := range sw.Ranked[l][:min(topPerLambda, len(sw.Ranked[l]))] {
 			key := family.MaskString(rk.Mask)
 			pt.Top = append(pt.Top, RankedMask{Mask: key, Label: family.MaskLabel(f, rk.Mask), Prob: math.Exp(rk.LogQ), IsTrue: key == truthKey})
 		}
