@@ -226,20 +226,13 @@ func Evidence(p *posterior.Posterior, obs []posterior.Observation, masks [][][]b
 	if err != nil {
 		return nil, err
 	}
-	if len(masks) != 1 && len(masks) != len(obs) {
-		return nil, fmt.Errorf("correct: %d candidate lists for %d observations", len(masks), len(obs))
+	lists := posterior.MaskLists(masks)
+	if err := lists.Check(len(obs)); err != nil {
+		return nil, fmt.Errorf("correct: candidates: %w", err)
 	}
-	cands := func(i int) [][]bool {
-		if len(masks) == 1 {
-			return masks[0]
-		}
-		return masks[i]
-	}
+	cands := lists.For
 	c := len(p.Family().Components())
 	for i := range obs {
-		if len(cands(i)) == 0 {
-			return nil, fmt.Errorf("correct: observation %d has no candidate model", i)
-		}
 		for _, m := range cands(i) {
 			if len(m) != c {
 				return nil, fmt.Errorf("correct: mask has %d entries, the %s family has %d components", len(m), p.Family().Name(), c)

@@ -147,19 +147,12 @@ func (p *Posterior) LogProbMasks(obs []Observation, lambda float64, masks [][][]
 	if err := p.checkObs(obs); err != nil {
 		return nil, err
 	}
-	if len(masks) != 1 && len(masks) != len(obs) {
-		return nil, fmt.Errorf("posterior: LogProbMasks of %d mask lists for %d observations", len(masks), len(obs))
+	lists := MaskLists(masks)
+	if err := lists.Check(len(obs)); err != nil {
+		return nil, fmt.Errorf("posterior: LogProbMasks: %w", err)
 	}
-	list := func(i int) [][]bool {
-		if len(masks) == 1 {
-			return masks[0]
-		}
-		return masks[i]
-	}
+	list := lists.For
 	for i := range masks {
-		if len(masks[i]) == 0 {
-			return nil, fmt.Errorf("posterior: LogProbMasks: no masks for observation %d", i)
-		}
 		for _, m := range masks[i] {
 			if err := p.checkMask(m); err != nil {
 				return nil, err
@@ -333,4 +326,30 @@ func MostSelected(rankings [][]Ranked, k int) (masks [][]bool, counts []int) {
 		m2[r], c2[r] = masks[j], counts[j]
 	}
 	return m2, c2
+}
+
+// MaskLists holds the candidate models of a batch of observations: one
+// list of masks per observation, or a single list shared by all of them.
+type MaskLists [][][]bool
+
+// For returns the list of observation i.
+func (l MaskLists) For(i int) [][]bool {
+	if len(l) == 1 {
+		return l[0]
+	}
+	return l[i]
+}
+
+// Check reports an error unless l holds one list or one per observation
+// (n of them), each with at least one mask.
+func (l MaskLists) Check(n int) error {
+	if len(l) != 1 && len(l) != n {
+		return fmt.Errorf("%d mask lists for %d observations (want 1 or %d)", len(l), n, n)
+	}
+	for i := range l {
+		if len(l[i]) == 0 {
+			return fmt.Errorf("no masks for observation %d", i)
+		}
+	}
+	return nil
 }
