@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/prismsbi/prism/internal/quantile"
 )
 
 // reference is the tractable stand-in for the network's q(θ | M, x) at the
@@ -41,7 +43,7 @@ func newReference(draws [][]float64, d int) *reference {
 			col[i] = c[a]
 		}
 		sort.Float64s(col)
-		iqr := quantileSorted(col, 0.75) - quantileSorted(col, 0.25)
+		iqr := quantile.Sorted(col, 0.75) - quantile.Sorted(col, 0.25)
 		sd := math.Sqrt(cov[a*d+a])
 		shrink[a] = 1
 		if sd > 0 && iqr/1.349 < sd {
@@ -63,16 +65,6 @@ func newReference(draws [][]float64, d int) *reference {
 	}
 	r.logNrm = -math.Log(float64(j)) - 0.5*float64(d)*math.Log(2*math.Pi) - logDiag(r.chol, d)
 	return r
-}
-
-// quantileSorted is the type-7 quantile of sorted x.
-func quantileSorted(x []float64, q float64) float64 {
-	h := q * float64(len(x)-1)
-	lo := int(math.Floor(h))
-	if lo+1 >= len(x) {
-		return x[len(x)-1]
-	}
-	return x[lo] + (h-float64(lo))*(x[lo+1]-x[lo])
 }
 
 // refScratch holds per-worker buffers of logProb.

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/prismsbi/prism/internal/quantile"
 )
 
 // GridPoints is the number of vertices of the uniform grid on [0, 1] on
@@ -186,24 +188,7 @@ func simulateBand(n, reps int, level float64, draw func(rep int, u []float64)) B
 
 // Quantile returns the type-7 (linear interpolation) q-quantile of x,
 // ignoring NaNs; NaN if none is left.
-func Quantile(x []float64, q float64) float64 {
-	s := make([]float64, 0, len(x))
-	for _, v := range x {
-		if !math.IsNaN(v) {
-			s = append(s, v)
-		}
-	}
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(s)
-	h := q * float64(len(s)-1)
-	lo := int(math.Floor(h))
-	if lo >= len(s)-1 {
-		return s[len(s)-1]
-	}
-	return s[lo] + (h-float64(lo))*(s[lo+1]-s[lo])
-}
+func Quantile(x []float64, q float64) float64 { return quantile.Of(x, q) }
 
 func mean(x []float64) float64 {
 	s := 0.0

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/prismsbi/prism/internal/quantile"
 )
 
 // SplitRhat returns the split potential scale reduction factor R̂ of
@@ -122,15 +124,5 @@ func rankNormalise(chains [][]float64) [][]float64 {
 	return out
 }
 
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+// median is the sample median (internal/quantile).
+func median(v []float64) float64 { return quantile.Median(v) }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/quantile"
 )
 
 // PredictOptions configure the posterior predictive.
@@ -115,25 +116,11 @@ func (p *Posterior) PredictDraws(obs []Observation, masks [][][]bool, thetas [][
 			}
 			b.Mean[k] = s / float64(n)
 			slices.Sort(col)
-			b.Lo[k], b.Hi[k] = quantile(col, 0.025), quantile(col, 0.975)
+			b.Lo[k], b.Hi[k] = quantile.Sorted(col, 0.025), quantile.Sorted(col, 0.975)
 		}
 		out[i] = b
 	}
 	return out
-}
-
-// quantile returns the q-quantile of sorted x by linear interpolation
-// between order statistics (type 7).
-func quantile(x []float64, q float64) float64 {
-	if len(x) == 1 {
-		return x[0]
-	}
-	h := q * float64(len(x)-1)
-	lo := int(h)
-	if lo >= len(x)-1 {
-		return x[len(x)-1]
-	}
-	return x[lo] + (h-float64(lo))*(x[lo+1]-x[lo])
 }
 
 // SampleMasksSupported draws n masks per observation from q(M | x, λ) restricted
