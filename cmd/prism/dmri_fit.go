@@ -120,6 +120,11 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !dmri.BallAndSticks(post.Family()) {
+		// Other dMRI families (bszt, bszt-conv): model-selection maps.
+		return runSelectFit(selectRun{files: files, out: *out, fresh: *fresh, quiet: *quiet, shard: *shard,
+			net: net, scan: scan, set: s, start: start, load: loadTime, ckStart: ckStart, post: post}, stderr)
+	}
 	fitter, err := dmri.NewFitter(post, s)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
