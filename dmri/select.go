@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/prismsbi/prism/engine/kernels"
@@ -24,32 +23,12 @@ import (
 // model, the model-averaged predicted signal, and the BedpostX maps of
 // the family's plain sticks where it has any.
 
-// Class is a group of components of the same kind: the components whose
-// names are equal after removing trailing digits ("Stick1", "Stick2" →
-// "Stick"). Noise components are classes too (GaussianNoise, RicianNoise).
-type Class struct {
-	Name       string `json:"name"`
-	Components []int  `json:"components"` // component indices in mask order
-	Noise      bool   `json:"noise,omitempty"`
-}
+// Class is a group of exchangeable components (family.Class).
+type Class = family.Class
 
-// ComponentClasses groups the components of f into classes in order of
-// first appearance.
-func ComponentClasses(f family.Family) []Class {
-	var out []Class
-	pos := map[string]int{}
-	for k, c := range f.Components() {
-		name := strings.TrimRight(c.Name, "0123456789")
-		i, ok := pos[name]
-		if !ok {
-			i = len(out)
-			pos[name] = i
-			out = append(out, Class{Name: name, Noise: c.Kind == family.Noise})
-		}
-		out[i].Components = append(out[i].Components, k)
-	}
-	return out
-}
+// ComponentClasses groups the components of f into classes
+// (family.ComponentClasses).
+func ComponentClasses(f family.Family) []Class { return family.ComponentClasses(f) }
 
 // isPlainStick reports whether a class holds plain sticks with a fibre
 // direction (θ, φ), the compartments BedpostX's maps describe.
