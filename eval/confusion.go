@@ -63,6 +63,12 @@ type SelectionResult struct {
 	Present    int         `json:"signatures_present"`
 	Labels     []string    `json:"signature_labels"`
 	Matrix     [][]float64 `json:"signature_confusion"`
+	// PriorTop1 and PriorTop5 are the model-class accuracies of the
+	// prior p(M | λ) alone (no data): the baseline the network must beat,
+	// high for families whose prior favours small models (bszt's
+	// dimension-penalised prior at small λ).
+	PriorTop1 Value `json:"prior_signature_top1"`
+	PriorTop5 Value `json:"prior_signature_top5"`
 	// Paper is the paper's classification table for this family (nil when
 	// it has none).
 	Paper *PaperClassTable `json:"paper,omitempty"`
@@ -331,6 +337,15 @@ func (r *run) selection() (*SelectionResult, error) {
 		probs[i] = softmax(lq[i])
 		truth[i] = r.sims[i].Mask
 	}
+	prior := r.f.MaskPrior()
+	priorProbs := make([][]float64, len(lq))
+	for i := range lq {
+		lp := make([]float64, len(space))
+		for m, mask := range space {
+			lp[m] = prior.LogProb(mask, r.lams[i])
+		}
+		priorProbs[i] = softmax(lp)
+	}
 	var names []string
 	for _, c := range r.f.Components() {
 		names = append(names, c.Name)
@@ -339,6 +354,11 @@ func (r *run) selection() (*SelectionResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	base, err := SelectionMetrics(classes, names, space, truth, priorProbs, r.cfg.BootReps, r.seed(streamBoot))
+	if err != nil {
+		return nil, err
+	}
+	res.PriorTop1, res.PriorTop5 = base.Top1, base.Top5
 	if t, ok := PaperClassTables[r.f.Name()]; ok {
 		res.Paper = &t
 	}
@@ -360,6 +380,8 @@ func (s *SelectionResult) rows(set string) []Row {
 	val("signature_macro_precision", s.Precision, sig)
 	val("signature_macro_recall", s.Recall, sig)
 	val("signature_macro_f1", s.F1, sig)
+	val("prior_signature_top1", s.PriorTop1, sig)
+	val("prior_signature_top5", s.PriorTop5, sig)
 	for _, group := range [][]Presence{s.Components, s.Classes} {
 		for _, p := range group {
 			st := fmt.Sprintf("%s,component=%s", set, p.Name)

@@ -351,7 +351,7 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if s := rep.Selection; s != nil {
-		r.progress("model selection: model-class top-1 %.3f, top-5 %.3f over %d classes", s.Top1.Value, s.Top5.Value, s.Signatures)
+		r.progress("model selection: model-class top-1 %.3f, top-5 %.3f over %d classes (prior alone: %.3f, %.3f)", s.Top1.Value, s.Top5.Value, s.Signatures, s.PriorTop1.Value, s.PriorTop5.Value)
 	}
 	rep.Seconds = time.Since(r.start).Seconds()
 	return rep, nil
