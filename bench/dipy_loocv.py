@@ -97,7 +97,7 @@ def main():
         if method == "rumba":
             from dipy.reconst.rumba import RumbaSDModel
             from dipy.data import get_sphere
-            m = RumbaSDModel(g, n_iter=a.rumba_iter, sphere=get_sphere("repulsion362"))
+            m = RumbaSDModel(g, n_iter=a.rumba_iter, sphere=get_sphere("symmetric362"))
             out = np.empty(len(x))
             for v in range(len(x)):
                 f = m.fit(x[v])
