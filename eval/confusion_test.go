@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/family"
+	fdmri "github.com/prismsbi/prism/family/dmri"
+	"github.com/prismsbi/prism/network"
+	"github.com/prismsbi/prism/posterior"
 )
 
 // TestBinaryScores checks a hand-counted case: TP 2, FN 1, FP 1, TN 1.
@@ -125,5 +128,60 @@ func TestSelectionMetricsKnownAnswers(t *testing.T) {
 	// A truth whose signature is not in the space is an error.
 	if _, err := SelectionMetrics(classes, names, space[:1], truth[1:2], [][]float64{{1}}, 20, 1); err == nil {
 		t.Error("a true signature outside the space was accepted")
+	}
+}
+
+// TestSelectionOnBSZT runs the suite's model-selection view with an
+// untrained bszt network on simulated test data: 128 signatures (ball 0–1
+// × sticks, zeppelins, tensors 0–3 each), confusion rows adding up to the
+// observations, supports equal to the true masks' counts, and the paper's
+// table attached.
+func TestSelectionOnBSZT(t *testing.T) {
+	f := fdmri.BSZT()
+	ncfg := network.DefaultConfig(f)
+	ncfg.ModelDim, ncfg.Heads, ncfg.HeadDim, ncfg.EncoderLayers, ncfg.MaskLayers, ncfg.ParamLayers = 16, 2, 8, 1, 1, 1
+	ncfg.MaskDecoder = "categorical"
+	net, err := network.New(f, ncfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := posterior.New(net)
+	cfg := Config{N: 40, Seed: 2, Lambda: math.NaN(), BootReps: 10}
+	if err := cfg.defaults(f); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{p: p, f: f, cfg: cfg}
+	if err := r.simulate(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.selection()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res == nil || res.Signatures != 128 || res.Models != 2048 || res.Paper == nil || res.Paper.Top5 != 0.940 {
+		t.Fatalf("selection %+v", res)
+	}
+	var total float64
+	for _, row := range res.Matrix {
+		for _, v := range row {
+			total += v
+		}
+	}
+	if total != 40 {
+		t.Errorf("confusion matrix holds %v observations, want 40", total)
+	}
+	for k, c := range res.Components {
+		n := 0
+		for _, s := range r.sims {
+			if s.Mask[k] {
+				n++
+			}
+		}
+		if c.Support != n {
+			t.Errorf("%s: support %d, true masks %d", c.Name, c.Support, n)
+		}
+	}
+	if !(res.PriorTop1.Value >= 0 && res.PriorTop1.Value <= 1) {
+		t.Errorf("prior top-1 %v", res.PriorTop1.Value)
 	}
 }
