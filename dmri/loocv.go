@@ -11,7 +11,6 @@ import (
 	"github.com/prismsbi/prism/dti"
 	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -23,13 +22,13 @@ import (
 // the b0 normalisation of every volume (Scan), so holding one out would
 // leak it into the data the method sees.
 
-// HeldOutVolumes returns up to k diffusion-weighted volumes (b > family/dmri.BZero) of
+// HeldOutVolumes returns up to k diffusion-weighted volumes (b > BZero) of
 // d, evenly spread over them in file order (all of them when k ≤ 0 or k ≥
 // their number).
 func HeldOutVolumes(d family.Design, k int) []int {
 	var dw []int
 	for j := range d.N {
-		if d.Row(j)[0] > fdmri.BZero {
+		if d.Row(j)[0] > BZero {
 			dw = append(dw, j)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -34,13 +33,13 @@ func phantomSignal(r *rand.Rand, c string, d family.Design) ([]float64, error) {
 		db, ds, n := u(0.8, 3), u(1.5, 2.2), randomAxis(r)
 		for j := range d.N {
 			b, g := gradRow(d, j)
-			out[j] = fBall*fdmri.BallSignal(b, db) + (1-fBall)*fdmri.StickSignal(b, g, n, ds)
+			out[j] = fBall*ballSignal(b, db) + (1-fBall)*stickSignal(b, g, n, ds)
 		}
 	case "Ball+Zeppelin":
 		db, dp, dq, n := u(0.8, 3), u(1.5, 2.2), u(0.2, 0.6), randomAxis(r)
 		for j := range d.N {
 			b, g := gradRow(d, j)
-			out[j] = fBall*fdmri.BallSignal(b, db) + (1-fBall)*fdmri.ZeppelinSignal(b, g, n, dp, dq)
+			out[j] = fBall*ballSignal(b, db) + (1-fBall)*zeppelinSignal(b, g, n, dp, dq)
 		}
 	case "Ball+2Stick":
 		db, d1, d2 := u(0.8, 3), u(1.5, 2.2), u(1.5, 2.2)
@@ -56,7 +55,7 @@ func phantomSignal(r *rand.Rand, c string, d family.Design) ([]float64, error) {
 		f1, f2 := (1-fBall)*s, (1-fBall)*(1-s)
 		for j := range d.N {
 			b, g := gradRow(d, j)
-			out[j] = fBall*fdmri.BallSignal(b, db) + f1*fdmri.StickSignal(b, g, n1, d1) + f2*fdmri.StickSignal(b, g, n2, d2)
+			out[j] = fBall*ballSignal(b, db) + f1*stickSignal(b, g, n1, d1) + f2*stickSignal(b, g, n2, d2)
 		}
 	case "Tensor":
 		l := [3]float64{u(1.4, 2), u(0.5, 0.9), u(0.2, 0.4)}
@@ -71,12 +70,36 @@ func phantomSignal(r *rand.Rand, c string, d family.Design) ([]float64, error) {
 		}
 		for j := range d.N {
 			b, g := gradRow(d, j)
-			out[j] = fdmri.TensorSignal(b, g, D)
+			out[j] = tensorSignal(b, g, D)
 		}
 	default:
 		return nil, fmt.Errorf("dmri: unknown phantom class %q (want one of %v)", c, PhantomClasses)
 	}
 	return out, nil
+}
+
+// The compartment signals, written out here rather than taken from the
+// family (S/S0 at b-value b, unit gradient g, diffusivities in mm²/s).
+func ballSignal(b, d float64) float64 { return math.Exp(-b * d) }
+
+func stickSignal(b float64, g, n [3]float64, d float64) float64 {
+	c := g[0]*n[0] + g[1]*n[1] + g[2]*n[2]
+	return math.Exp(-b * d * c * c)
+}
+
+func zeppelinSignal(b float64, g, n [3]float64, dPar, dPerp float64) float64 {
+	c := g[0]*n[0] + g[1]*n[1] + g[2]*n[2]
+	return math.Exp(-b * (dPar*c*c + dPerp*(1-c*c)))
+}
+
+func tensorSignal(b float64, g [3]float64, D [3][3]float64) float64 {
+	var q float64
+	for i := range 3 {
+		for j := range 3 {
+			q += g[i] * D[i][j] * g[j]
+		}
+	}
+	return math.Exp(-b * q)
 }
 
 func gradRow(d family.Design, j int) (float64, [3]float64) {
@@ -124,12 +147,12 @@ func PhantomVoxels(c string, d family.Design, n int, snr float64, seed uint64) (
 	}
 	var b0 []int
 	for j := range d.N {
-		if d.Row(j)[0] <= fdmri.BZero {
+		if d.Row(j)[0] <= BZero {
 			b0 = append(b0, j)
 		}
 	}
 	if len(b0) == 0 {
-		return nil, fmt.Errorf("dmri: the design has no b ≤ %v volume to normalise by", fdmri.BZero)
+		return nil, fmt.Errorf("dmri: the design has no b ≤ %v volume to normalise by", BZero)
 	}
 	sigma := 1 / snr
 	out := make([]float64, 0, n*d.N)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -73,7 +72,7 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 		return nil, fmt.Errorf("dmri: the ESS map is only available for ball-and-sticks families (b3s)")
 	}
 	f := p.Family()
-	if _, ok := f.(*fdmri.Model); !ok {
+	if _, ok := f.(family.TableDesigner); !ok {
 		return nil, fmt.Errorf("dmri: `dmri fit` needs a network of a dMRI family (b3s, bszt, …); %s is not one", f.Name())
 	}
 	ft := &SelectFitter{post: p, fam: f, set: s, Classes: ComponentClasses(f)}

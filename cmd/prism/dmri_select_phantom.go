@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/prismsbi/prism/dmri"
-	fdmri "github.com/prismsbi/prism/family/dmri"
+	"github.com/prismsbi/prism/family"
 )
 
 const selectPhantomSynopsis = "(--checkpoint DIR | --model NAME) --bval FILE --bvec FILE [--per-class N] [--snr S] [--lambda L] [--seed S] [--json FILE]"
@@ -60,13 +60,17 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	case !(*lambda > 0 && *lambda < 1):
 		return fmt.Errorf("--lambda %v: want 0 < λ < 1", *lambda)
 	}
-	d, err := fdmri.ReadFSL(*bval, *bvec)
-	if err != nil {
-		return fmt.Errorf("%s, %s: %w", *bval, *bvec, err)
-	}
 	post, err := net.load()
 	if err != nil {
 		return err
+	}
+	td, ok := post.Family().(family.TableDesigner)
+	if !ok {
+		return fmt.Errorf("%s: %s is not a dMRI family", net.source(), post.Family().Name())
+	}
+	d, err := td.DesignFromTable(*bval, *bvec)
+	if err != nil {
+		return fmt.Errorf("%s, %s: %w", *bval, *bvec, err)
 	}
 	res, err := dmri.SelectionPhantom(post, d, *per, *snr, *lambda, *seed)
 	if err != nil {
