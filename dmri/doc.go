@@ -26,6 +26,15 @@
 //     an interrupted run continues; WriteFit adds model_prob,
 //     nfibres_prob, map_model, ess, pp_rmse and MRtrix-style peaks to the
 //     BedpostX layout.
+//   - SelectFitter (`prism dmri fit` with bszt, bszt-conv or any other
+//     dMRI family that is not ball-and-sticks) writes model-selection maps:
+//     presence probabilities per component and component class, the MAP
+//     model, the model-averaged predicted signal, and the BedpostX layout
+//     of the family's plain sticks (select.go).
+//   - TensorLOO and NetworkLOO cross-validate signal prediction by leaving
+//     out one diffusion-weighted volume at a time (`prism dmri loocv`,
+//     loocv.go); SelectionPhantom classifies known-compartment voxels
+//     (`prism dmri select-phantom`, phantom.go).
 //   - Shard splits a fit into N deterministic parts for separate
 //     processes (Fitter.FitShard, --shard I/N or from a SLURM array or
 //     Kubernetes Indexed Job); MergeShards joins the finished parts into

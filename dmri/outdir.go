@@ -10,7 +10,8 @@ import (
 
 // outputPrefixes are the names (without OutputExt) of the maps WriteBedpostX
 // and WriteFit write, up to the stick number.
-var outputPrefixes = []string{"merged_", "mean_", "dyads", "nodif_brain_mask", "model_prob", "nfibres_prob", "map_model", "ess", "pp_rmse", "peaks"}
+var outputPrefixes = []string{"merged_", "mean_", "dyads", "nodif_brain_mask", "model_prob", "nfibres_prob", "map_model", "ess", "pp_rmse", "peaks",
+	"comp_prob", "class_prob", "map_prob", "model_mass", "pred_signal"}
 
 // OutputFiles lists the files in dir that a fit writes (maps, model_prob.json,
 // run.json), sorted; other files are not listed.
@@ -28,7 +29,7 @@ func OutputFiles(dir string) ([]string, error) {
 		if e.IsDir() {
 			continue
 		}
-		owned := n == "run.json" || n == "model_prob.json"
+		owned := n == "run.json" || n == "model_prob.json" || n == "selection.json"
 		if base, ok := strings.CutSuffix(n, OutputExt); ok {
 			for _, p := range outputPrefixes {
 				owned = owned || strings.HasPrefix(base, p)

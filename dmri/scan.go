@@ -28,6 +28,10 @@ const (
 	MaxB0Ratio     = 1000.0
 )
 
+// BZero is the largest b-value (s/mm²) of a volume that counts as b = 0:
+// those volumes normalise the signal (LoadScan).
+const BZero = fdmri.BZero
+
 // ScanFiles names the inputs of a scan. Mask is optional.
 type ScanFiles struct {
 	DWI  string `json:"dwi"`

@@ -91,7 +91,7 @@ func (rep *Report) Rows() []Row {
 			val("bayes_top5", *c.BayesTop5, s)
 		}
 	}
-	return rows
+	return append(rows, rep.Selection.rows(set)...)
 }
 
 // WriteDir writes report.json, summary.csv and the figures
@@ -165,6 +165,9 @@ func (rep *Report) plots(dir string) error {
 		if err := plot.ConfusionMatrix(filepath.Join(dir, "confusion.png"), rows, c.Labels, c.Labels, o); err != nil {
 			return fmt.Errorf("eval: %w", err)
 		}
+	}
+	if err := rep.Selection.plot(filepath.Join(dir, "selection_confusion.png")); err != nil {
+		return err
 	}
 	if k := rep.KSD; k != nil && len(k.PerObs) > 0 {
 		o := plot.HistogramOptions{Options: plot.Options{Title: fmt.Sprintf("rKSD per observation (median %.3f)", float64(k.RKSDMed)), XLabel: "rKSD", YLabel: "count"}}

@@ -234,6 +234,7 @@ type Report struct {
 	Exact      *ExactResult      `json:"exact,omitempty"`
 	Predictive *PredictiveResult `json:"predictive,omitempty"`
 	Class      *ClassResult      `json:"classification"`
+	Selection  *SelectionResult  `json:"model_selection,omitempty"` // confusion.go
 	Seconds    float64           `json:"seconds"`
 }
 
@@ -339,6 +340,12 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	r.progress("classification: top-1 %.3f, top-5 %.3f over %d models", rep.Class.Top1.Value, rep.Class.Top5.Value, rep.Class.Models)
 	if rep.Class.BayesTop1 != nil {
 		r.progress("classification with the exact posterior: top-1 %.3f, top-5 %.3f", rep.Class.BayesTop1.Value, rep.Class.BayesTop5.Value)
+	}
+	if rep.Selection, err = r.selection(); err != nil {
+		return nil, err
+	}
+	if s := rep.Selection; s != nil {
+		r.progress("model selection: model-class top-1 %.3f, top-5 %.3f over %d classes (prior alone: %.3f, %.3f)", s.Top1.Value, s.Top5.Value, s.Signatures, s.PriorTop1.Value, s.PriorTop5.Value)
 	}
 	rep.Seconds = time.Since(r.start).Seconds()
 	return rep, nil

@@ -59,7 +59,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] (--checkpoint DIR | --model NAME) --out DIR [--lambda L] [--samples N]", stderr)
 	var files dmri.ScanFiles
 	scanFileFlags(fs, &files)
-	net := addNetFlags(fs, "trained network of a ball-and-sticks family (b3s)")
+	net := addNetFlags(fs, "trained dMRI network: a ball-and-sticks family (b3s) for BedpostX-style maps, or another dMRI family (bszt) for model-selection maps")
 	out := fs.String("out", "", "output folder (BedpostX layout, prism maps, run.json)")
 	s := def
 	fs.Float64Var(&s.Lambda, "lambda", def.Lambda, "model-prior parameter λ of q(M | x, λ)")
@@ -119,6 +119,11 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	post, err := net.load()
 	if err != nil {
 		return err
+	}
+	if !dmri.BallAndSticks(post.Family()) {
+		// Other dMRI families (bszt, bszt-conv): model-selection maps.
+		return runSelectFit(selectRun{files: files, out: *out, fresh: *fresh, quiet: *quiet, shard: *shard,
+			net: net, scan: scan, set: s, start: start, load: loadTime, ckStart: ckStart, post: post}, stderr)
 	}
 	fitter, err := dmri.NewFitter(post, s)
 	if err != nil {
