@@ -30,7 +30,7 @@ const (
 
 // BZero is the largest b-value (s/mm²) of a volume that counts as b = 0:
 // those volumes normalise the signal (LoadScan).
-const BZero = fdmri.BZero
+const BZero = gradtable.BZero
 
 // ScanFiles names the inputs of a scan. Mask is optional.
 type ScanFiles struct {

@@ -32,12 +32,15 @@ func ComponentClasses(f family.Family) []Class { return family.ComponentClasses(
 
 // isPlainStick reports whether a class holds plain sticks with a fibre
 // direction (θ, φ), the compartments BedpostX's maps describe.
+// They are recognised by their tags (family/tags.go): a stick, oriented,
+// and not dispersed.
 func isPlainStick(f family.Family, cl Class) bool {
-	if cl.Name != "Stick" && cl.Name != "MultiShellStick" {
+	c := f.Components()[cl.Components[0]]
+	if !c.Has(family.TagStick) || !c.Has(family.TagOriented) || c.Has(family.TagDispersed) {
 		return false
 	}
 	has := map[string]bool{}
-	for _, p := range f.Components()[cl.Components[0]].Params {
+	for _, p := range c.Params {
 		has[p.Name] = true
 	}
 	return has["theta"] && has["phi"]
@@ -491,9 +494,9 @@ func BallAndSticks(f family.Family) bool {
 	for _, c := range f.Components() {
 		switch {
 		case c.Kind != family.Base:
-		case c.Name == "MultiShellBall":
+		case c.Has(family.TagBall) && c.Has(family.TagSharedDiffusivity):
 			ball++
-		case isStick(c.Name):
+		case c.Has(family.TagStick) && c.Has(family.TagSharedDiffusivity):
 			sticks++
 		default:
 			return false
