@@ -27,10 +27,11 @@ func init() {
 
 // dmriCommands are the sub-commands of `prism dmri`.
 var dmriCommands = map[string]command{
-	"fit":     {summary: "amortized ball-and-sticks posterior with a trained b3s network into a BedpostX-layout folder + model maps", run: runDMRIFit},
-	"mcmc":    {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
-	"dti":     {summary: "least-squares diffusion-tensor fit (FA, MD, eigenvalues, eigenvectors) into dtifit-named maps", run: runDMRIDTI},
-	"compare": {summary: "compare two BedpostX-layout folders (dyad angles, fractions, fibre counts; JSON + PNG), or dyads1 with a DTI folder's V1 (--dti)", run: runDMRICompare},
+	"fit":      {summary: "amortized ball-and-sticks posterior with a trained b3s network into a BedpostX-layout folder + model maps", run: runDMRIFit},
+	"mcmc":     {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
+	"dti":      {summary: "least-squares diffusion-tensor fit (FA, MD, eigenvalues, eigenvectors) into dtifit-named maps", run: runDMRIDTI},
+	"crossing": {summary: "synthetic crossing-fibre phantom (45°/60°/90°, SNR 20/40, UKB-like and 20-direction protocols) fitted with a network: dyads and fibre-count metrics", run: runDMRICrossing},
+	"compare":  {summary: "compare two BedpostX-layout folders (dyad angles, fractions, fibre counts; JSON + PNG), or dyads1 with a DTI folder's V1 (--dti)", run: runDMRICompare},
 }
 
 func runDMRI(args []string, stdout, stderr io.Writer) error {
