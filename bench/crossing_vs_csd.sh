@@ -60,7 +60,7 @@ cpu() {
 M=$OUT/mrtrix
 mkdir -p "$M"
 cpu mrtrix sh -c "mrconvert -quiet -force -fslgrad $SCAN/dwi.bvec $SCAN/dwi.bval $SCAN/dwi.nii.gz $M/dwi.mif &&
-	dwi2response -quiet -force dhollander -mask $SCAN/mask.nii.gz $M/dwi.mif $M/wm.txt $M/gm.txt $M/csf.txt &&
+	dwi2response -quiet -force -scratch $M dhollander -mask $SCAN/mask.nii.gz $M/dwi.mif $M/wm.txt $M/gm.txt $M/csf.txt &&
 	dwi2fod -quiet -force msmt_csd -mask $SCAN/mask.nii.gz $M/dwi.mif $M/wm.txt $M/wm.mif $M/gm.txt $M/gm.mif $M/csf.txt $M/csf.mif &&
 	sh2peaks -quiet -force -num 3 -mask $SCAN/mask.nii.gz $M/wm.mif $M/peaks.nii.gz"
 # DIPY CSD (single shell at the highest b-value).
