@@ -85,36 +85,85 @@ func cos2(a, b [3]float64) float64 {
 	return c * c
 }
 
-// bestPerm returns the permutation (sample stick i → slot p[i]) that
-// maximises Σ_i cos²(stick i, ref[p[i]]) over the n active sticks, with
-// slots whose reference is undefined (has[slot] false) scoring 0, and that
-// score.
-func (a *alignScratch) bestPerm(dirs *[MaxFibres][3]float64, n int, ref *[MaxFibres][3]float64, has *[MaxFibres]bool) ([MaxFibres]int, float64) {
-	best, bestScore := a.perms[0], -1.0
-	for _, p := range a.perms {
-		sc := 0.0
-		for i := 0; i < n; i++ {
-			if has[p[i]] {
-				sc += cos2(dirs[i], ref[p[i]])
-			}
+// slotModel describes the samples assigned to one slot: their principal
+// axis, a Watson-like concentration κ (E[1 − cos²] ≈ 1/κ for a
+// concentrated Watson distribution) and the mean and standard deviation
+// of their fractions. Before the first update (plain) only the axis is
+// used.
+type slotModel struct {
+	ref           [3]float64
+	has           bool
+	kappa, mu, sd float64
+}
+
+// Floors of the slot statistics: κ ≥ 1 (the large-κ approximation of the
+// Watson log-density is used) and a fraction spread ≥ 0.02.
+const (
+	minKappa  = 1.0
+	minFracSD = 0.02
+)
+
+// score is the log-density of a stick (n, f) under slot m: with full, a
+// Watson axis density ≈ κ/(2π)·exp(κ(cos² − 1)) times a normal density of
+// the fraction; otherwise cos² alone. An undefined slot scores as a
+// uniform axis and fraction (full) or 0.
+func (m *slotModel) score(n [3]float64, f float64, full bool) float64 {
+	if !full {
+		if !m.has {
+			return 0
 		}
-		if sc > bestScore+1e-12 {
-			best, bestScore = p, sc
+		return cos2(n, m.ref)
+	}
+	if !m.has {
+		return -math.Log(4 * math.Pi)
+	}
+	z := (f - m.mu) / m.sd
+	return math.Log(m.kappa/(2*math.Pi)) + m.kappa*(cos2(n, m.ref)-1) - 0.5*z*z - math.Log(m.sd*math.Sqrt(2*math.Pi))
+}
+
+// bestPerm returns the assignment (sample stick i → slot p[i] < slots)
+// that maximises the summed score of the n active sticks, and that score.
+func (a *alignScratch) bestPerm(s, slots int, models *[MaxFibres]slotModel, full bool) ([MaxFibres]int, float64) {
+	var sc [MaxFibres][MaxFibres]float64
+	n := a.n[s]
+	for i := 0; i < n; i++ {
+		for j := 0; j < slots; j++ {
+			sc[i][j] = models[j].score(a.dir[s][i], float64(a.f[s][i]), full)
+		}
+	}
+	best, bestScore := a.perms[0], math.Inf(-1)
+	for _, p := range a.perms {
+		tot, ok := 0.0, true
+		for i := 0; i < n; i++ {
+			if p[i] >= slots {
+				ok = false
+				break
+			}
+			tot += sc[i][p[i]]
+		}
+		if ok && tot > bestScore+1e-12 {
+			best, bestScore = p, tot
 		}
 	}
 	return best, bestScore
 }
 
 // alignSticks relabels the sticks of voxel v of b (see the comment at the
-// top of this file). The samples' values are only moved between slots; a
-// voxel whose samples hold at most one stick each keeps its labels up to
-// the final ordering.
+// top of this file). The samples' values are only moved between slots,
+// and only the first m slots are used, m the largest number of sticks of a
+// sample (so a voxel whose samples all have two sticks keeps slot 3
+// empty). The assignment maximises, per sample, the log-density of its
+// sticks under the slots' models (Watson axis, normal fraction): a slot
+// holding a well-defined fibre claims only sticks near its axis with a
+// fraction like its own, while a diffuse slot (a weak, poorly determined
+// second stick) does not steal the main fibre's samples.
 func (b *Batch) alignSticks(v int, a *alignScratch) {
 	S, K := b.Samples, b.Sticks
 	if K < 2 {
 		return
 	}
 	counts := [MaxFibres + 1]int{}
+	slots := 0
 	for s := 0; s < S; s++ {
 		k := v*S + s
 		n := 0
@@ -127,10 +176,12 @@ func (b *Batch) alignSticks(v int, a *alignScratch) {
 		}
 		a.n[s] = n
 		counts[n]++
+		slots = max(slots, n)
 	}
 	// Initial references: the medoid of the samples with the most frequent
 	// positive stick count (the sample whose sticks best match everyone
-	// else's under the best permutation), its sticks in slots 0..m−1.
+	// else's under the best assignment by cos²), its sticks in slots
+	// 0..m−1.
 	mode := 0
 	for c := 1; c <= K; c++ {
 		if counts[c] > 0 && (mode == 0 || counts[c] > counts[mode]) {
@@ -140,21 +191,19 @@ func (b *Batch) alignSticks(v int, a *alignScratch) {
 	if mode == 0 {
 		return // no sticks in any sample
 	}
-	var ref [MaxFibres][3]float64
-	var has [MaxFibres]bool
-	medoid, medScore := -1, -1.0
+	var models [MaxFibres]slotModel
+	medoid, medScore := -1, math.Inf(-1)
 	for c := 0; c < S; c++ {
 		if a.n[c] != mode {
 			continue
 		}
-		var r [MaxFibres][3]float64
-		var h [MaxFibres]bool
+		var trial [MaxFibres]slotModel
 		for i := 0; i < mode; i++ {
-			r[i], h[i] = a.dir[c][i], true
+			trial[i] = slotModel{ref: a.dir[c][i], has: true}
 		}
 		tot := 0.0
 		for s := 0; s < S; s++ {
-			_, sc := a.bestPerm(&a.dir[s], a.n[s], &r, &h)
+			_, sc := a.bestPerm(s, slots, &trial, false)
 			tot += sc
 		}
 		if tot > medScore {
@@ -162,14 +211,16 @@ func (b *Batch) alignSticks(v int, a *alignScratch) {
 		}
 	}
 	for i := 0; i < mode; i++ {
-		ref[i], has[i] = a.dir[medoid][i], true
+		models[i] = slotModel{ref: a.dir[medoid][i], has: true}
 	}
 	for it := 0; it < alignIterations; it++ {
+		full := it > 0
 		var T [MaxFibres][9]float64
 		var cnt [MaxFibres]int
+		var fs, fss [MaxFibres]float64
 		changed := false
 		for s := 0; s < S; s++ {
-			p, _ := a.bestPerm(&a.dir[s], a.n[s], &ref, &has)
+			p, _ := a.bestPerm(s, slots, &models, full)
 			for i := 0; i < a.n[s]; i++ {
 				if a.slot[s][i] != p[i] {
 					changed = true
@@ -182,15 +233,31 @@ func (b *Batch) alignSticks(v int, a *alignScratch) {
 					}
 				}
 				cnt[p[i]]++
+				f := float64(a.f[s][i])
+				fs[p[i]] += f
+				fss[p[i]] += f * f
 			}
 		}
-		if !changed && it > 0 {
+		if !changed && it > 1 {
 			break
 		}
-		for j := 0; j < K; j++ {
-			if cnt[j] > 0 {
-				ref[j], has[j] = principalAxis(T[j], ref[j], has[j]), true
+		for j := 0; j < slots; j++ {
+			if cnt[j] == 0 {
+				continue
 			}
+			m := &models[j]
+			m.ref, m.has = principalAxis(T[j], m.ref, m.has), true
+			c := float64(cnt[j])
+			var dev float64 // E[1 − cos²] = 1 − rᵀ T r / c
+			for x := range 3 {
+				for y := range 3 {
+					dev += m.ref[x] * T[j][3*x+y] * m.ref[y]
+				}
+			}
+			dev = 1 - dev/c
+			m.kappa = max(minKappa, 1/math.Max(dev, 1e-6))
+			m.mu = fs[j] / c
+			m.sd = math.Max(minFracSD, math.Sqrt(math.Max(fss[j]/c-m.mu*m.mu, 0)))
 		}
 	}
 	// Order the slots by decreasing mean fraction (absent = 0).
