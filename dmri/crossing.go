@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
 )
 
 // CrossingSpec describes the synthetic crossing phantom of issue 20: for
@@ -49,19 +48,23 @@ type CrossingPhantom struct {
 	Truth map[string][]CrossingVoxel // per protocol, voxel v of its scan
 }
 
-// crossingDesign returns the design of a phantom protocol.
+// crossingDesign returns the design of a phantom protocol, from the b3s
+// family's protocols (looked up in the registry: the program links the
+// families through family/all).
 func crossingDesign(name string, r *rand.Rand) (family.Design, error) {
-	switch name {
-	case "ukb":
-		return fdmri.UKBDesign(), nil
-	case "shell20":
-		ds, err := fdmri.B3S().Designs("shell:2500:20:1")
-		if err != nil {
-			return family.Design{}, err
-		}
-		return ds.SampleDesign(r), nil
+	spec := map[string]string{"ukb": "ukb", "shell20": "shell:2500:20:1"}[name]
+	if spec == "" {
+		return family.Design{}, fmt.Errorf("dmri: crossing phantom: unknown protocol %q (want ukb or shell20)", name)
 	}
-	return family.Design{}, fmt.Errorf("dmri: crossing phantom: unknown protocol %q (want ukb or shell20)", name)
+	f, err := family.Lookup("b3s")
+	if err != nil {
+		return family.Design{}, fmt.Errorf("dmri: crossing phantom: %w", err)
+	}
+	ds, err := f.Designs(spec)
+	if err != nil {
+		return family.Design{}, fmt.Errorf("dmri: crossing phantom: %w", err)
+	}
+	return ds.SampleDesign(r), nil
 }
 
 // BallSticksSignal is the noiseless ball-and-sticks signal relative to S0
@@ -157,7 +160,7 @@ func NewCrossingPhantom(spec CrossingSpec) (*CrossingPhantom, error) {
 			for j := range N {
 				row := design.Row(j)
 				y[j] = BallSticksSignal(tv.F, tv.Dir, row[0], [3]float64{row[1], row[2], row[3]}, spec.D, spec.DStd) + r.NormFloat64()/tv.SNR
-				if row[0] <= fdmri.BZero {
+				if row[0] <= BZero {
 					b0 += y[j]
 					nb0++
 				}

@@ -28,6 +28,9 @@ const (
 	MaxB0Ratio     = 1000.0
 )
 
+// BZero is the b-value (s/mm²) at or below which a volume counts as b = 0.
+const BZero = fdmri.BZero
+
 // ScanFiles names the inputs of a scan. Mask is optional.
 type ScanFiles struct {
 	DWI  string `json:"dwi"`
