@@ -68,6 +68,13 @@ func DefaultFitSettings() FitSettings {
 	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256}
 }
 
+// OutputVersion identifies how FitBatch turns network samples into its
+// outputs; it changes when they change for the same settings and weights
+// (2: sticks aligned across samples and samples from the most probable
+// stick count, issue 20), so that `dmri fit` does not resume a partial
+// state written by an older version.
+const OutputVersion = 2
+
 // Validate checks the settings.
 func (s FitSettings) Validate() error {
 	switch {

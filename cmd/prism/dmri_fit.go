@@ -53,6 +53,7 @@ type fitStateKey struct {
 	Correct    string  `json:"correct,omitempty"`
 	Particles  int     `json:"correct_particles,omitempty"`
 	Mixture    bool    `json:"mixture,omitempty"`
+	Output     int     `json:"output_version"`
 }
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
@@ -131,7 +132,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
-		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture})
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Output: dmri.OutputVersion})
 	if err != nil {
 		return err
 	}
