@@ -21,8 +21,9 @@
 //   - Fitter (`prism dmri fit`, docs/dmri.md) fits a trained PRISM network
 //     of a multi-shell ball-and-sticks family (b3s) to the scan in
 //     batches: the exact model posterior over the family's model list,
-//     joint samples (model, then parameters), ESS and posterior-predictive
-//     RMSE; FitState keeps finished batches in a crash-safe file so that
+//     joint samples (model, then parameters; by default from the most
+//     probable stick count) with their sticks aligned across samples
+//     (relabel.go), ESS and posterior-predictive RMSE; FitState keeps finished batches in a crash-safe file so that
 //     an interrupted run continues; WriteFit adds model_prob,
 //     nfibres_prob, map_model, ess, pp_rmse and MRtrix-style peaks to the
 //     BedpostX layout.
@@ -35,6 +36,8 @@
 //     out one diffusion-weighted volume at a time (`prism dmri loocv`,
 //     loocv.go); SelectionPhantom classifies known-compartment voxels
 //     (`prism dmri select-phantom`, phantom.go).
+//   - NewCrossingPhantom and EvaluateCrossing are the synthetic
+//     crossing-fibre phantom of `prism dmri crossing` (issue 20).
 //   - Shard splits a fit into N deterministic parts for separate
 //     processes (Fitter.FitShard, --shard I/N or from a SLURM array or
 //     Kubernetes Indexed Job); MergeShards joins the finished parts into

@@ -46,6 +46,14 @@ type FitSettings struct {
 	// CorrectParticles is the number of particles of one SMC run (0: the
 	// default of DefaultCorrectSettings).
 	CorrectParticles int `json:"correct_particles,omitempty"`
+	// Mixture draws the joint samples' models from the whole q(M | x, λ)
+	// (model averaging over fibre counts). By default (false) they are
+	// drawn from q restricted to the models with the most probable number
+	// of sticks (argmax of nfibres_prob), so that the samples, mean_fN and
+	// dyadsN describe exactly the fibres nfibres_prob counts (issue 20;
+	// docs/dmri.md). With a correction the samples always come from the
+	// corrected mixture.
+	Mixture bool `json:"mixture,omitempty"`
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
@@ -59,6 +67,13 @@ type FitSettings struct {
 func DefaultFitSettings() FitSettings {
 	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256}
 }
+
+// OutputVersion identifies how FitBatch turns network samples into its
+// outputs; it changes when they change for the same settings and weights
+// (2: sticks aligned across samples and samples from the most probable
+// stick count, issue 20), so that `dmri fit` does not resume a partial
+// state written by an older version.
+const OutputVersion = 2
 
 // Validate checks the settings.
 func (s FitSettings) Validate() error {
@@ -248,9 +263,11 @@ func WeightsHash(p *posterior.Posterior) string {
 }
 
 // Batch holds the fit of n consecutive voxels of a scan. Per-sample
-// quantities of voxel v are at [v*Samples+s]; sticks are relabelled in
-// every sample by decreasing fraction, absent sticks (f = 0, Active
-// false) last.
+// quantities of voxel v are at [v*Samples+s]; the sticks of every sample
+// are assigned to slots so that each slot follows one fibre across the
+// samples (alignSticks, relabel.go), and the slots are ordered by
+// decreasing mean fraction, as BedpostX orders its sticks; a stick absent
+// from a sample has f = 0 and Active false there.
 type Batch struct {
 	Start, N, Samples, Models, Sticks int
 
@@ -327,11 +344,16 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 			}
 		}
 		mapMasks[v] = ft.masks[best]
-		// Joint samples: S models drawn from the renormalised q.
+		// Joint samples: S models drawn from the renormalised q, or from
+		// q restricted to the most probable stick count.
+		draw := p
+		if !ft.set.Mixture {
+			draw = ft.countRestricted(p)
+		}
 		r := rand.New(rand.NewPCG(ft.set.Seed^maskStreamTag, uint64(s.Voxels[start+v])))
 		masks[v] = make([][]bool, S)
 		for j := range S {
-			masks[v][j] = ft.masks[drawCategorical(r, p)]
+			masks[v][j] = ft.masks[drawCategorical(r, draw)]
 		}
 	}
 
@@ -415,6 +437,7 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 			order := make([]int, ft.Sticks)
 			fr := make([]float64, ft.Sticks)
 			nat := make([]float64, ft.nat.Len())
+			align := newAlignScratch(S, ft.Sticks)
 			for v := w; v < n; v += workers {
 				clear(mean)
 				for j := range S {
@@ -446,6 +469,7 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 						mean[m] += y
 					}
 				}
+				b.alignSticks(v, align)
 				x := obs[v].X
 				var ss float64
 				for m := range mean {
@@ -512,6 +536,29 @@ func normalise(lq []float64, p []float32) float64 {
 		p[m] = float32(math.Exp(v-mx) / sum)
 	}
 	return sum * math.Exp(mx)
+}
+
+// countRestricted returns the model probabilities p restricted to the
+// models whose number of sticks is the most probable one (the argmax of
+// nfibres_prob; ties go to the smaller count) and renormalised.
+func (ft *Fitter) countRestricted(p []float32) []float32 {
+	var byCount [MaxFibres + 1]float64
+	for m, mod := range ft.Models {
+		byCount[mod.Sticks] += float64(p[m])
+	}
+	best := 0
+	for k := range byCount {
+		if byCount[k] > byCount[best] {
+			best = k
+		}
+	}
+	out := make([]float32, len(p))
+	for m, mod := range ft.Models {
+		if mod.Sticks == best && byCount[best] > 0 {
+			out[m] = float32(float64(p[m]) / byCount[best])
+		}
+	}
+	return out
 }
 
 // drawCategorical draws an index with probabilities p (Σ p = 1 up to

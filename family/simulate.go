@@ -116,7 +116,8 @@ func SampleRNG(seed, index uint64) *rand.Rand {
 // for every i, in parallel over GOMAXPROCS goroutines. Sample i draws, from
 // SampleRNG(opt.Seed, start+i) and in this order: λ (when opt.Lambda is
 // NaN), the mask from f.MaskPrior, θ ~ N(0, I_DMax) on all dimensions, the
-// design, and the observation noise (f.Simulate). The result therefore does
+// design, and the observation noise (f.Simulate); a Canonicalizer family
+// relabels (θ, mask) before the design is drawn. The result therefore does
 // not depend on thread timing or on how a stream is split into batches.
 //
 // Slices already present in out are reused when their capacity suffices,
@@ -178,6 +179,7 @@ func simulateRange(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, 
 				s.LogWeight = opt.Proposal.draw(r, s.Theta, s.active, lay.FractionLatents())
 			}
 		}
+		canonicalize(f, s)
 		if into, ok := ds.(DesignSamplerInto); ok {
 			s.covBuf = resize(s.covBuf, into.CovLen())
 			s.Design = into.SampleDesignInto(r, s.covBuf)
@@ -186,6 +188,27 @@ func simulateRange(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, 
 		}
 		s.X = resize(s.X, s.Design.N)
 		f.Simulate(r, s.Design, s.Theta, s.Mask, s.X)
+	}
+}
+
+// Canonicalizer is implemented by families with exchangeable components
+// (the sticks of ball-and-sticks with equal Dirichlet concentrations), whose
+// parameter posterior is therefore symmetric under relabelling them and
+// multimodal. Canonicalize maps a prior draw (θ, mask) in place to one
+// representative of its relabelling class with the same likelihood (for
+// example the active sticks first, by decreasing fraction), so that the
+// network is trained on, and learns, the posterior of the representative:
+// one mode instead of k! copies. SimulateBatch and TrySimulateBatch call it
+// after drawing θ and the mask and before simulating; it draws no random
+// numbers and must not change the likelihood of any observation.
+type Canonicalizer interface {
+	Canonicalize(theta []float64, mask []bool)
+}
+
+// canonicalize applies f's Canonicalizer, if any, to s's θ and mask.
+func canonicalize(f Family, s *Sample) {
+	if c, ok := f.(Canonicalizer); ok {
+		c.Canonicalize(s.Theta, s.Mask)
 	}
 }
 
@@ -397,6 +420,7 @@ func drawPrior(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, C, d
 			s.LogWeight = opt.Proposal.draw(r, s.Theta, s.active, lay.FractionLatents())
 		}
 	}
+	canonicalize(f, s)
 	s.Design = ds.SampleDesign(r)
 	s.X = resize(s.X, s.Design.N)
 	s.SimSeed = r.Uint64()

@@ -208,3 +208,22 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// SameFor reports whether a and b build the same network for family f:
+// equal in every field but the input-embedding sections of observation
+// kinds f does not have (files written before a section existed lack it).
+func SameFor(f family.Family, a, b Config) bool {
+	kind := family.ObservationKindOf(f)
+	for _, c := range []*Config{&a, &b} {
+		if kind != family.ObservationGrid {
+			c.Grid = GridEncoderConfig{}
+		}
+		if kind != family.ObservationDiffusion {
+			c.Diffusion = DiffusionEncoderConfig{}
+		}
+		if kind != family.ObservationPoints {
+			c.Points = PointsEncoderConfig{}
+		}
+	}
+	return a == b
+}

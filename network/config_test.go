@@ -57,3 +57,31 @@ func TestConfigLegacyKeys(t *testing.T) {
 		t.Errorf("written config %s lacks the diffusion section", js)
 	}
 }
+
+// TestSameFor: configurations that differ only in the input-embedding
+// section of another observation kind build the same network (a file
+// written before that section existed lacks it); any other difference
+// counts.
+func TestSameFor(t *testing.T) {
+	b3s, lg := lookup(t, "b3s"), lookup(t, "lingauss-k6")
+	a := DefaultConfig(nil)
+	b := a
+	b.Points = PointsEncoderConfig{}
+	b.Grid.PointsPerToken = 3
+	if !SameFor(b3s, a, b) {
+		t.Error("b3s: unused grid/points sections made a difference")
+	}
+	if SameFor(lg, a, b) {
+		t.Error("lingauss: a different points_per_token went unnoticed")
+	}
+	c := a
+	c.Diffusion.MaxB = 3000
+	if SameFor(b3s, a, c) || !SameFor(lg, a, c) {
+		t.Error("diffusion.max_b must matter for b3s only")
+	}
+	d := a
+	d.ModelDim = 32
+	if SameFor(lg, a, d) || SameFor(b3s, a, d) {
+		t.Error("model_dim difference went unnoticed")
+	}
+}

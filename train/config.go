@@ -93,7 +93,9 @@ type Config struct {
 	// start: fine-tuning a trained network on another family with the same
 	// components, or on changed priors). The network configurations must be
 	// equal. The optimiser state starts fresh; the run counts its steps
-	// from 0. Stored in the checkpoints for provenance.
+	// from 0. A weights file (`prism export`'s output, prism.kind
+	// "weights") may be given instead of a directory. Stored in the
+	// checkpoints for provenance.
 	InitFrom string `json:"init_from,omitempty" yaml:"init_from"`
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prismsbi/prism/checkpoint"
 )
 
 // TestInitFrom checks the warm start: a run with InitFrom begins (step 0,
@@ -74,5 +76,46 @@ func TestInitFrom(t *testing.T) {
 		t.Error("warm start from a missing directory succeeded")
 	} else if _, serr := os.Stat(bad); serr == nil {
 		t.Errorf("failed warm start left its output directory %s behind", bad)
+	}
+}
+
+// TestInitFromWeightsFile checks the warm start from a weights file (a
+// checkpoint's ema.safetensors, the format `prism export` writes): the run
+// starts exactly at those weights, and a file of another kind (the
+// checkpoint's own checkpoint.safetensors) is refused by its prism.kind.
+func TestInitFromWeightsFile(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	cfg := tinyConfig(t, 12)
+	runToEnd(t, newTrainer(t, cfg, src))
+	want, _, _, err := loadNetwork(src, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := checkpoint.Latest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := cfg
+	warm.Seed = 99
+	warm.Steps = 3
+	warm.InitFrom = filepath.Join(src, name, checkpoint.EMAFile)
+	dst := filepath.Join(t.TempDir(), "dst")
+	newTrainer(t, warm, dst)
+	got, _, _, err := loadNetwork(dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := want.Params().All(), got.Params().All()
+	for i := range a {
+		for j := range a[i].Data {
+			if a[i].Data[j] != b[i].Data[j] {
+				t.Fatalf("%s[%d] = %v, want the weights file's %v", a[i].Name, j, b[i].Data[j], a[i].Data[j])
+			}
+		}
+	}
+	wrong := warm
+	wrong.InitFrom = filepath.Join(src, name, checkpoint.CheckpointFile)
+	if _, err := New(wrong, filepath.Join(t.TempDir(), "bad"), Options{}); err == nil || !strings.Contains(err.Error(), "prism.kind") {
+		t.Errorf("warm start from a checkpoint.safetensors: err = %v, want a prism.kind error", err)
 	}
 }

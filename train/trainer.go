@@ -17,6 +17,7 @@ import (
 	"github.com/prismsbi/prism/checkpoint"
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/engine/optim"
+	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
@@ -159,11 +160,14 @@ func New(cfg Config, dir string, opts Options) (_ *Trainer, err error) {
 // checkpoint's step. The source network must have the same configuration
 // and therefore the same tensors.
 func (t *Trainer) initFrom(dir string) (int64, error) {
+	if st, err := os.Stat(dir); err == nil && st.Mode().IsRegular() {
+		return t.initFromWeights(dir)
+	}
 	ck, err := loadCheckpoint(dir)
 	if err != nil {
 		return 0, fmt.Errorf("train: init_from: %w", err)
 	}
-	if ck.cfg.Network != t.cfg.Network {
+	if !network.SameFor(t.f, ck.cfg.Network, t.cfg.Network) {
 		return 0, fmt.Errorf("train: init_from %s: its network configuration %+v differs from this run's %+v", dir, ck.cfg.Network, t.cfg.Network)
 	}
 	if err := t.params.Assign(ck.tensors, optim.EMAPrefix); err != nil {
@@ -171,6 +175,32 @@ func (t *Trainer) initFrom(dir string) (int64, error) {
 	}
 	t.opt.ResetEMA()
 	return ck.state.Step, nil
+}
+
+// initFromWeights is initFrom for a weights file (prism.kind "weights":
+// `prism export`'s output or a checkpoint's ema.safetensors, parameters
+// under their bare names, the training configuration in prism.config). It
+// returns 0: such a file records no step.
+func (t *Trainer) initFromWeights(path string) (int64, error) {
+	ts, meta, err := safetensors.Read(path)
+	if err != nil {
+		return 0, fmt.Errorf("train: init_from: %w", err)
+	}
+	h, err := checkpoint.ParseHeader(meta)
+	if err != nil {
+		return 0, fmt.Errorf("train: init_from %s: %w", path, err)
+	}
+	if h.Kind != checkpoint.KindWeights {
+		return 0, fmt.Errorf("train: init_from %s: prism.kind is %q, want %q (or pass a training directory)", path, h.Kind, checkpoint.KindWeights)
+	}
+	if !network.SameFor(t.f, h.Network, t.cfg.Network) {
+		return 0, fmt.Errorf("train: init_from %s: its network configuration %+v differs from this run's %+v", path, h.Network, t.cfg.Network)
+	}
+	if err := t.params.Assign(ts, ""); err != nil {
+		return 0, fmt.Errorf("train: init_from %s: %w", path, err)
+	}
+	t.opt.ResetEMA()
+	return 0, nil
 }
 
 // checkFreshDir checks that dir does not exist or is empty.

@@ -30,6 +30,7 @@ var dmriCommands = map[string]command{
 	"fit":            {summary: "amortized posterior maps: ball-and-sticks (b3s) in the BedpostX layout + model maps, or model selection (bszt, bszt-conv): component and class probabilities, MAP model, model-averaged signal", run: runDMRIFit},
 	"mcmc":           {summary: "per-voxel ball-and-sticks MCMC (BedpostX model 2 defaults) into a BedpostX-layout folder", run: runDMRIMCMC},
 	"dti":            {summary: "least-squares diffusion-tensor fit (FA, MD, eigenvalues, eigenvectors) into dtifit-named maps", run: runDMRIDTI},
+	"crossing":       {summary: "synthetic crossing-fibre phantom (45°/60°/90°, SNR 20/40, UKB-like and 20-direction protocols) fitted with a network: dyads and fibre-count metrics", run: runDMRICrossing},
 	"loocv":          {summary: "leave-one-volume-out cross-validated signal prediction error per voxel: tensor vs a network's model average (paper Fig. 5b)", run: runDMRILOOCV},
 	"select-phantom": {summary: "model-selection phantom: fraction of known-compartment voxels (ball+stick, ball+zeppelin, ball+2 sticks, tensor) whose true class is most probable", run: runDMRISelectPhantom},
 	"compare":        {summary: "compare two BedpostX-layout folders (dyad angles, fractions, fibre counts; JSON + PNG), or dyads1 with a DTI folder's V1 (--dti)", run: runDMRICompare},

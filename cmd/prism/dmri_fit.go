@@ -52,6 +52,8 @@ type fitStateKey struct {
 	Voxels     int     `json:"voxels"`
 	Correct    string  `json:"correct,omitempty"`
 	Particles  int     `json:"correct_particles,omitempty"`
+	Mixture    bool    `json:"mixture,omitempty"`
+	Output     int     `json:"output_version"`
 }
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
@@ -71,6 +73,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
 	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
+	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")
@@ -134,7 +137,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
-		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s)})
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Output: dmri.OutputVersion})
 	if err != nil {
 		return err
 	}

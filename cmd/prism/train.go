@@ -33,7 +33,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	proposal := fs.String("proposal", "", "training proposal SCALE:MIX for families with mixing fractions: with probability MIX the fraction latents are drawn with standard deviation SCALE, losses weighted by p/r (replaces the config's; allowed with --resume, to fine-tune)")
-	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory instead of random weights (same network configuration; e.g. to fine-tune on another family with the same components)")
+	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory, or from a weights file (prism export), instead of random weights (same network configuration; e.g. to fine-tune on another family with the same components)")
 	replicas := fs.Int("replicas", 0, "data-parallel replicas: each step's batch is split into this many shards trained concurrently, one per core (same results up to rounding; replaces the config's; allowed with --resume)")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
 	if err := fs.Parse(args); err != nil {

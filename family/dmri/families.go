@@ -5,6 +5,7 @@ import "github.com/prismsbi/prism/family"
 func init() {
 	family.Register("b3s", func() family.Family { return B3S() })
 	family.Register("b3s-brain", func() family.Family { return B3SBrain() })
+	family.Register("b3s-brain-sorted", func() family.Family { return B3SBrainSorted() })
 	family.Register("bszt", func() family.Family { return BSZT() })
 	family.Register("bszt-conv", func() family.Family { return BSZTConv() })
 }
@@ -63,6 +64,23 @@ func B3SBrain() *Model {
 	spec.Description = "b3s with in-vivo brain priors: d ~ U(1e-4, 3.5e-3), d_std ~ U(0, 2e-3) mm²/s, uniform Dirichlet fractions"
 	spec.Alpha = []float64{1, 1, 1, 1}
 	spec.SharedD, spec.SharedDStd = Range{1e-4, 3.5e-3}, Range{0, 2e-3}
+	return mustNew(spec)
+}
+
+// B3SBrainSorted returns b3s-brain with its sticks in canonical order
+// (Spec.SortSticks, issue 20): every prior draw has its active sticks first,
+// by decreasing fraction, as BedpostX labels them, so that the training
+// data break the exchangeability of the sticks and a network learns one
+// mode of the parameter posterior instead of a mixture of its relabellings.
+// The models are b3s-brain's up to relabelling: its mask prior is the
+// distribution of the packed mask (SortedPrior), so its model list has 7
+// masks (at most one per set of components up to the sticks' labels).
+func B3SBrainSorted() *Model {
+	spec := B3SBrain().spec
+	spec.Name = "b3s-brain-sorted"
+	spec.Description = "b3s-brain with sticks in canonical order (active first, by decreasing fraction)"
+	spec.MaskPrior = b3sSpec().MaskPrior
+	spec.SortSticks = true
 	return mustNew(spec)
 }
 

@@ -158,6 +158,11 @@ type Spec struct {
 	// diffusivity shared by multi-shell compartments. The zero value means
 	// the paper's U(0, 0.01) and U(0, 0.005).
 	SharedD, SharedDStd Range
+	// SortSticks makes the family's prior draws canonical (Canonicalize):
+	// active sticks first, by decreasing fraction. It needs two or more
+	// MultiShellStick compartments with equal Dirichlet concentrations;
+	// the mask prior is wrapped in a SortedPrior.
+	SortSticks bool
 }
 
 // Range is a closed interval [Lo, Hi] of a uniform prior.
@@ -247,6 +252,18 @@ func New(spec Spec) (*Model, error) {
 			{Name: "d", Unit: "mm²/s", Prior: spec.SharedD.String() + "; mean of the Gamma-distributed diffusivity"},
 			{Name: "d_std", Unit: "mm²/s", Prior: spec.SharedDStd.String() + "; standard deviation of the Gamma-distributed diffusivity"},
 		}
+	}
+	if spec.SortSticks {
+		if err := checkSortable(spec); err != nil {
+			return nil, err
+		}
+		var sticks []int
+		for k, c := range spec.Compartments {
+			if c == MultiShellStick {
+				sticks = append(sticks, k)
+			}
+		}
+		m.spec.MaskPrior = SortedPrior{Inner: spec.MaskPrior, Sticks: sticks}
 	}
 	m.layout = family.NewLayout(m.comps, simplex, append([]float64(nil), spec.Alpha...), shared)
 	m.sb = family.StickBreaking{Alpha: m.layout.Alpha}
