@@ -20,7 +20,7 @@ func strataConfig(f family.Family) Config {
 // components, the noise term always on) p(λ | M) is Beta(k+1, 7−k) for a
 // mask with k components. The tabulated CDF (midpoint density on 256
 // cells) must match the regularised incomplete beta function; the
-// midpoint rule's error per cell is h³f''/24 and accumulates to
+// midpoint rule's error per cell is h³f”/24 and accumulates to
 // ≲ h²·max|f'|/8 ≈ 5·10⁻⁵ for these densities (|f'| ≤ 25), so 2·10⁻⁴.
 // invertCDF must invert it to 10⁻⁹.
 func TestLambdaCDFBeta(t *testing.T) {
