@@ -176,7 +176,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		}
 		limit(&cfg)
 		if cfg.Steps == 0 && cfg.Minutes == 0 && cfg.CPUMinutes == 0 {
-			return errors.New("give --minutes, --steps or --cpu-minutes (the config sets none)")
+			return errors.New("give --minutes or --steps (or --cpu-minutes; the config sets none)")
 		}
 		if tr, err = train.New(cfg, *out, opts); err != nil {
 			return err
