@@ -896,10 +896,11 @@ func (r *run) predictive(ts []posterior.ThetaSet) (*PredictiveResult, error) {
 }
 
 // classSpace returns the classification subspace: every mask when the
-// model space has at most k masks, else k distinct masks drawn from the
-// prior at λ ~ U(0,1) (DrawSubspace).
+// model space has at most k masks, else k distinct masks drawn from
+// p(M | λ) at the run's λ (each at its own λ ~ U(0,1) when λ is random):
+// the subspace test's (DrawSubspace, SubspaceClassify).
 func (r *run) classSpace(k int) ([][]bool, error) {
-	return DrawSubspace(r.f, k, math.NaN(), r.seed(streamClassSpace))
+	return DrawSubspace(r.f, k, r.cfg.Lambda, r.seed(streamClassSpace))
 }
 
 func (r *run) classify() (*ClassResult, error) {
