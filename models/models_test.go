@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,8 +236,19 @@ func TestDescribeCommands(t *testing.T) {
 		m[k] = v
 	}
 	m["prism.step"] = "1234"
-	cfg := strings.Replace(meta["prism.config"], `"minutes":`, `"minutes":0,"x_minutes":`, 1)
-	m["prism.config"] = strings.Replace(cfg, `"steps":0`, `"steps":5000`, 1)
+	// A run limited by 5000 steps, without minutes and without a
+	// learning-rate schedule (whatever the shipped run had).
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["steps"], cfg["minutes"] = 5000, 0
+	delete(cfg["optimizer"].(map[string]any), "schedule")
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["prism.config"] = string(js)
 	var b bytes.Buffer
 	if err := safetensors.Encode(&b, ts, m); err != nil {
 		t.Fatal(err)
