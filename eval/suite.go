@@ -890,28 +890,11 @@ func (r *run) predictive(ts []posterior.ThetaSet) (*PredictiveResult, error) {
 }
 
 // classSpace returns the classification subspace: every mask when the
-// model space has at most k masks, else k distinct masks drawn from the
-// prior at λ ~ U(0,1).
+// model space has at most k masks, else k distinct masks drawn from
+// p(M | λ) at the run's λ (each at its own λ ~ U(0,1) when λ is random):
+// the subspace test's (DrawSubspace, SubspaceClassify).
 func (r *run) classSpace(k int) ([][]bool, error) {
-	if all := modelSpace(r.f, k); all != nil {
-		return all, nil
-	}
-	rng := rand.New(rand.NewPCG(r.seed(streamClassSpace), 0))
-	C := len(r.f.Components())
-	seen := map[string]bool{}
-	var out [][]bool
-	for tries := 0; len(out) < k; tries++ {
-		if tries > 1000*k {
-			return nil, fmt.Errorf("eval: found only %d distinct masks for a %d-model subspace", len(out), k)
-		}
-		m := make([]bool, C)
-		r.f.MaskPrior().Sample(rng, rng.Float64(), m)
-		if key := family.MaskString(m); !seen[key] {
-			seen[key] = true
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return DrawSubspace(r.f, k, r.cfg.Lambda, r.seed(streamClassSpace))
 }
 
 func (r *run) classify() (*ClassResult, error) {
@@ -920,30 +903,10 @@ func (r *run) classify() (*ClassResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := r.f.Designs("")
-	if err != nil {
-		return nil, fmt.Errorf("eval: designs: %w", err)
-	}
 	n := cfg.N
-	dmax := r.f.Layout().DMax
-	obs := make([]posterior.Observation, n)
-	lams := make([]float64, n)
-	truth := make([]int, n)
-	for i := range obs {
-		rng := family.SampleRNG(r.seed(streamClassData), uint64(i))
-		lams[i] = cfg.Lambda
-		if math.IsNaN(cfg.Lambda) {
-			lams[i] = rng.Float64()
-		}
-		truth[i] = rng.IntN(len(space))
-		theta := make([]float64, dmax)
-		for j := range theta {
-			theta[j] = rng.NormFloat64()
-		}
-		d := ds.SampleDesign(rng)
-		x := make([]float64, d.N)
-		r.f.Simulate(rng, d, theta, space[truth[i]], x)
-		obs[i] = posterior.Observation{Design: d, X: x}
+	obs, lams, truth, err := subspaceData(r.f, space, n, cfg.Lambda, r.seed(streamClassData))
+	if err != nil {
+		return nil, err
 	}
 	r.progress("classification: scoring %d models for %d observations", len(space), n)
 	scores, err := r.logProbMasks(obs, lams, [][][]bool{space})

@@ -48,6 +48,15 @@ type Batch struct {
 	PriorBias []float32
 	RowWeight []float32
 
+	// Autoregressive decoder with LambdaStrata J > 1 only: J rows per
+	// sample, sample-major (row i·J + j is stratum j of sample i): λ_j
+	// ([J·B]), the decoder inputs and targets of the sample's mask
+	// ([J·B, C]) and the loss weights, importance weight / J ([J·B, C]).
+	SLambda  []float32
+	SBitsIn  []int32
+	STargets []float32
+	SWeight  []float32
+
 	active []bool    // [DMax] scratch
 	prior  []float64 // [|S|] scratch of the categorical decoder
 }
@@ -95,6 +104,12 @@ func (n *Net) MakeBatch(samples []family.Sample, seed uint64, b *Batch) error {
 	}
 	if n.cat != nil {
 		if err := n.fillCategorical(samples, b); err != nil {
+			return err
+		}
+	}
+	b.SLambda = b.SLambda[:0]
+	if j := n.cfg.LambdaStrata; n.cat == nil && j > 1 {
+		if err := n.fillLambdaStrata(samples, j, b); err != nil {
 			return err
 		}
 	}
@@ -174,6 +189,10 @@ func (n *Net) Loss(g *engine.Graph, b *Batch) (total *engine.Tensor, maskLoss, p
 		}
 		rows, k := len(b.Class), len(n.cat.masks)
 		nll = g.SoftmaxCrossEntropy(f, g.Input(b.PriorBias, rows, k), b.Class, g.Input(b.RowWeight, rows))
+	} else if rows := len(b.SLambda); rows > 0 {
+		// J query sets per observation share its encoder keys and values.
+		logits := n.maskForward(g, enc, g.Input(b.SLambda, rows, 1), b.SBitsIn)
+		nll = g.BCEWithLogits(logits, g.Input(b.STargets, rows, c, 1), g.Input(b.SWeight, rows, c, 1))
 	} else {
 		logits := n.maskForward(g, enc, g.Input(b.Lambda, bs, 1), b.BitsIn)
 		var mw *engine.Tensor

@@ -43,6 +43,14 @@ type Config struct {
 	// sample's own λ: the same loss without the noise of λ. 0: the
 	// sample's own λ.
 	LambdaNodes int `json:"lambda_nodes,omitempty"`
+	// LambdaStrata (autoregressive decoder, training only; prism
+	// extension) is the number J of λ values at which each sample's mask
+	// loss is taken and averaged: a stratified draw from the posterior
+	// p(λ | M) ∝ p(M | λ) of the simulator's λ ~ U(0, 1) that contains the
+	// sample's own λ (see fillLambdaStrata). The loss keeps its
+	// expectation and loses the noise of λ; the model decoder runs J times
+	// per sample. 0 or 1: the sample's own λ.
+	LambdaStrata int `json:"lambda_strata,omitempty"`
 	// LambdaEmbed and NoiseEmbed are the Gaussian-Fourier embedding widths
 	// of λ (model decoder) and c_noise (parameter decoder) (reference: 64).
 	LambdaEmbed int `json:"lambda_embed"`
@@ -201,6 +209,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: mask_decoder %q unknown (want %q or %q)", c.MaskDecoder, AutoregressiveDecoder, CategoricalDecoder)
 	case c.LambdaNodes < 0 || c.LambdaNodes > 256 || (c.LambdaNodes > 0 && c.MaskDecoder != CategoricalDecoder):
 		return fmt.Errorf("network: lambda_nodes %d must be in [0, 256] and needs mask_decoder %q", c.LambdaNodes, CategoricalDecoder)
+	case c.LambdaStrata < 0 || c.LambdaStrata > 64 || (c.LambdaStrata > 1 && c.MaskDecoder == CategoricalDecoder):
+		return fmt.Errorf("network: lambda_strata %d must be in [0, 64] and needs the autoregressive decoder (the categorical one has lambda_nodes)", c.LambdaStrata)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
 	case !(c.LogSigmaStd >= 0) || !(c.SigmaMin > 0) || !(c.SigmaMax >= c.SigmaMin):

@@ -154,6 +154,9 @@ func TestLossGradient(t *testing.T) {
 		// over replicated rows).
 		{"lingauss-k6", categoricalNodes, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
 		{"b3s", categoricalConfig, []string{"enc.fourier", "tok.id", "mdec.layer0.attn.wqkv", "mdec.cat.w"}},
+		// The autoregressive decoder with λ strata (J query sets per
+		// observation in the cross-attention).
+		{"lingauss-k6", strataConfig, []string{"enc.in.w", "tok.bit", "mdec.fourier", "mdec.layer0.cross.wkv", "mdec.layer1.attn.wo", "mdec.head.w"}},
 	} {
 		n := newNet(t, tc.fam, tc.cfg, 50)
 		perturbParams(n, 0.3, 51)

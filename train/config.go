@@ -47,6 +47,10 @@ type Config struct {
 	// resumes); 0 means no time limit. With both Steps and Minutes set,
 	// training stops at whichever comes first.
 	Minutes float64 `json:"minutes" yaml:"minutes"`
+	// CPUMinutes limits the process CPU time (all threads) of one
+	// invocation; 0 means no limit. On a shared machine it gives runs the
+	// same compute budget whatever their share of the cores.
+	CPUMinutes float64 `json:"cpu_minutes,omitempty" yaml:"cpu_minutes"`
 	// CheckpointMinutes is the wall time between checkpoints. A checkpoint
 	// is also written at the start (step 0) and at the end.
 	CheckpointMinutes float64 `json:"checkpoint_minutes" yaml:"checkpoint_minutes"`
@@ -257,7 +261,7 @@ func DefaultConfig(f family.Family) Config {
 		}
 		c = shipped
 		c.Family = f.Name()
-		c.Steps, c.Minutes = 0, 0
+		c.Steps, c.Minutes, c.CPUMinutes = 0, 0, 0
 	}
 	return c
 }
@@ -294,8 +298,11 @@ func (c *Config) Validate(f family.Family) error {
 	if !(c.Minutes >= 0) || math.IsInf(c.Minutes, 0) {
 		bad("minutes %v must be non-negative and finite", c.Minutes)
 	}
-	if c.Steps == 0 && c.Minutes == 0 {
-		bad("set steps or minutes (or both) to bound the run")
+	if !(c.CPUMinutes >= 0) || math.IsInf(c.CPUMinutes, 0) {
+		bad("cpu_minutes %v must be non-negative and finite", c.CPUMinutes)
+	}
+	if c.Steps == 0 && c.Minutes == 0 && c.CPUMinutes == 0 {
+		bad("set steps or minutes (or cpu_minutes) to bound the run")
 	}
 	if !(c.CheckpointMinutes > 0) {
 		bad("checkpoint_minutes %v must be positive", c.CheckpointMinutes)

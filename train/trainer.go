@@ -304,7 +304,7 @@ func sameDir(a, b string) bool {
 // influences the computed weights.
 func sameNumerics(a, b *Config) error {
 	strip := func(c Config) ([]byte, error) {
-		c.Steps, c.Minutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0
+		c.Steps, c.Minutes, c.CPUMinutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0, 0
 		c.Prefetch, c.SimWorkers, c.Replicas = 0, 0, 0
 		c.Optimizer.Schedule = Schedule{}
 		c.Proposal = nil
@@ -477,6 +477,10 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			res.Stopped = "minutes"
 			break
 		}
+		if cfg.CPUMinutes > 0 && (cputime.Duration()-cpu0).Minutes() >= cfg.CPUMinutes {
+			res.Stopped = "cpu_minutes"
+			break
+		}
 		if t.stopRequested() {
 			res.Stopped = "stop"
 			break
@@ -535,7 +539,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			now := time.Now()
 			waited := waitedBefore + pf.waited
 			dt := now.Sub(lastLog).Seconds()
-			t.logTrain(acc, now.Sub(start).Seconds(), float64(acc.n*cfg.BatchSize*nstreams)/dt,
+			t.logTrain(acc, now.Sub(start).Seconds(), (cputime.Duration() - cpu0).Seconds(), float64(acc.n*cfg.BatchSize*nstreams)/dt,
 				(waited-lastLogWait).Seconds()/dt)
 			acc = lossAcc{}
 			lastLog, lastLogWait = now, waited
@@ -564,7 +568,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		now := time.Now()
 		waited := waitedBefore + pf.waited
 		dt := now.Sub(lastLog).Seconds()
-		t.logTrain(acc, now.Sub(start).Seconds(), float64(acc.n*cfg.BatchSize*nstreams)/dt, (waited-lastLogWait).Seconds()/dt)
+		t.logTrain(acc, now.Sub(start).Seconds(), (cputime.Duration() - cpu0).Seconds(), float64(acc.n*cfg.BatchSize*nstreams)/dt, (waited-lastLogWait).Seconds()/dt)
 	}
 	res.Elapsed = time.Since(start)
 	res.Step = t.state.Step
@@ -674,7 +678,7 @@ func (t *Trainer) writeLog(v any) {
 	t.logW.Flush()
 }
 
-func (t *Trainer) logTrain(a lossAcc, elapsed, rate, wait float64) {
+func (t *Trainer) logTrain(a lossAcc, elapsed, cpu, rate, wait float64) {
 	n := float64(a.n)
 	t.writeLog(struct {
 		Step      int64   `json:"step"`
@@ -682,10 +686,11 @@ func (t *Trainer) logTrain(a lossAcc, elapsed, rate, wait float64) {
 		MaskLoss  float64 `json:"mask_loss"`
 		ParamLoss float64 `json:"param_loss"`
 		Elapsed   float64 `json:"elapsed_s"`
+		CPU       float64 `json:"cpu_s"`
 		Rate      float64 `json:"samples_per_s"`
 		Wait      float64 `json:"data_wait"`
 		Dropped   int     `json:"dropped_samples,omitempty"`
-	}{t.state.Step, a.loss / n, a.mask / n, a.param / n, elapsed, rate, wait, a.dropped})
+	}{t.state.Step, a.loss / n, a.mask / n, a.param / n, elapsed, cpu, rate, wait, a.dropped})
 }
 
 func (t *Trainer) logVal(r ValRecord) {

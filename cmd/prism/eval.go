@@ -2,10 +2,12 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/prismsbi/prism/eval"
 	"github.com/prismsbi/prism/internal/dirlock"
@@ -18,7 +20,7 @@ func init() {
 }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("eval", "(--checkpoint DIR | --model NAME) --n N --seed S --out DIR [--lambda L|random]", stderr)
+	fs := newFlagSet("eval", "(--checkpoint DIR | --model NAME) --n N --seed S --out DIR [--lambda L|random]\n       prism eval --subspace (--checkpoint DIR | --model NAME) [--n 300] [--class-models 200] --seed S --out DIR [--lambda L,…|random]", stderr)
 	net := addNetFlags(fs, "trained network")
 	n := fs.Int("n", 1000, "test observations for SBC and classification")
 	seed := fs.Uint64("seed", 1, "random seed of the test data and of every sampler; the same seed gives the same report")
@@ -34,9 +36,12 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	predObs := fs.Int("pred-obs", 100, "observations with predictive RMSE (0: skip)")
 	steps := fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	subspace := fs.Bool("subspace", false, "only the paper's subspace classification test: a --class-models subspace drawn from p(M|λ), --n observations from its models, ranked by q(M|x,λ); --lambda may list several values (\"0.3,random\"); writes subspace.json and subspace.csv")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -45,6 +50,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" {
 		return errors.New("--out is required")
+	}
+	if *subspace {
+		return runSubspace(net, *lambda, *n, *classModels, *seed, *out, *quiet, set, stderr)
 	}
 	lam := math.NaN()
 	if *lambda != "random" {
@@ -98,6 +106,63 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "wrote %s/report.json, summary.csv and figures (%.0f s)\n", *out, rep.Seconds)
+	}
+	return nil
+}
+
+// runSubspace is `prism eval --subspace`: the subspace classification
+// test at each λ of the comma-separated list lambdas.
+func runSubspace(net *netFlags, lambdas string, n, models int, seed uint64, out string, quiet bool, set map[string]bool, stderr io.Writer) error {
+	for _, f := range []string{"mask-samples", "theta-samples", "ksd-obs", "is-obs", "is-samples", "subset", "pred-obs", "steps"} {
+		if set[f] {
+			return fmt.Errorf("--%s does not apply to --subspace", f)
+		}
+	}
+	if !set["n"] {
+		n = 300
+	}
+	if n < 1 || models < 0 || models == 1 {
+		return errors.New("--subspace needs --n ≥ 1 and --class-models 0 (200) or ≥ 2")
+	}
+	var lams []float64
+	for _, s := range strings.Split(lambdas, ",") {
+		s = strings.TrimSpace(s)
+		if s == "random" {
+			lams = append(lams, math.NaN())
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v >= 0 && v <= 1) {
+			return fmt.Errorf("--lambda %q: want numbers in [0, 1] or \"random\", separated by commas", s)
+		}
+		lams = append(lams, v)
+	}
+	p, err := net.load()
+	if err != nil {
+		return err
+	}
+	var results []*eval.SubspaceResult
+	for _, l := range lams {
+		cfg := eval.SubspaceConfig{Models: models, Obs: n, Lambda: l, Seed: seed}
+		if !quiet {
+			cfg.Progress = stderr
+		}
+		r, err := eval.Subspace(p, cfg)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	lock, err := dirlock.Acquire(out)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if err := eval.WriteSubspace(out, results); err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprintf(stderr, "wrote %s/subspace.json and subspace.csv\n", out)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
 	minutes := fs.Float64("minutes", 0, "train for this many minutes of wall time (replaces the config's steps/minutes)")
 	steps := fs.Int("steps", 0, "train until this total step count (replaces the config's steps/minutes)")
+	cpuMinutes := fs.Float64("cpu-minutes", 0, "also stop after this many minutes of process CPU time (all threads) in this invocation: an equal compute budget on a shared machine")
 	out := fs.String("out", "", "output directory for checkpoints and log.jsonl (must not exist or be empty)")
 	resume := fs.String("resume", "", "continue the run checkpointed in this directory (writes there unless --out is given)")
 	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
@@ -56,6 +57,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	if set["minutes"] && !(*minutes > 0) {
 		return fmt.Errorf("--minutes %v must be positive", *minutes)
+	}
+	if set["cpu-minutes"] && !(*cpuMinutes > 0) {
+		return fmt.Errorf("--cpu-minutes %v must be positive", *cpuMinutes)
 	}
 	if set["steps"] && *steps <= 0 {
 		return fmt.Errorf("--steps %d must be positive", *steps)
@@ -92,6 +96,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			c.Minutes, c.Steps = *minutes, 0
 		case set["steps"]:
 			c.Steps, c.Minutes = *steps, 0
+		}
+		if set["cpu-minutes"] {
+			c.CPUMinutes = *cpuMinutes
 		}
 	}
 
@@ -169,8 +176,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			cfg.InitFrom = *initFrom
 		}
 		limit(&cfg)
-		if cfg.Steps == 0 && cfg.Minutes == 0 {
-			return errors.New("give --minutes or --steps (the config sets neither)")
+		if cfg.Steps == 0 && cfg.Minutes == 0 && cfg.CPUMinutes == 0 {
+			return errors.New("give --minutes or --steps (or --cpu-minutes; the config sets none)")
 		}
 		if tr, err = train.New(cfg, *out, opts); err != nil {
 			return err
