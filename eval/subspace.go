@@ -163,7 +163,7 @@ func SubspaceClassify(f family.Family, score MaskScorer, cfg SubspaceConfig) (*S
 	for _, m := range space {
 		res.Labels = append(res.Labels, family.MaskString(m))
 	}
-	if ex, ok := f.(exactEvidence); ok {
+	if ex, ok := f.(family.ExactPosterior); ok {
 		prior := f.MaskPrior()
 		exact := make([][]float64, len(obs))
 		for i := range exact {
