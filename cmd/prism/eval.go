@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/eval"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/memlimit"
@@ -36,6 +37,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	predObs := fs.Int("pred-obs", 100, "observations with predictive RMSE (0: skip)")
 	steps := fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	cf := addCorrectFlags(fs)
 	subspace := fs.Bool("subspace", false, "only the paper's subspace classification test: a --class-models subspace drawn from p(M|λ), --n observations from its models, ranked by q(M|x,λ); --lambda may list several values (\"0.3,random\"); writes subspace.json and subspace.csv")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,8 +53,15 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return errors.New("--out is required")
 	}
+	if !*subspace {
+		for _, f := range []string{"correct", "correct-particles", "correct-samples", "correct-max-se", "correct-min-ess", "correct-min-q", "correct-max-models"} {
+			if set[f] {
+				return fmt.Errorf("--%s applies to --subspace only", f)
+			}
+		}
+	}
 	if *subspace {
-		return runSubspace(net, *lambda, *n, *classModels, *seed, *out, *quiet, set, stderr)
+		return runSubspace(net, cf, *lambda, *n, *classModels, *seed, *out, *quiet, set, stderr)
 	}
 	lam := math.NaN()
 	if *lambda != "random" {
@@ -112,7 +121,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 
 // runSubspace is `prism eval --subspace`: the subspace classification
 // test at each λ of the comma-separated list lambdas.
-func runSubspace(net *netFlags, lambdas string, n, models int, seed uint64, out string, quiet bool, set map[string]bool, stderr io.Writer) error {
+func runSubspace(net *netFlags, cf *correctFlags, lambdas string, n, models int, seed uint64, out string, quiet bool, set map[string]bool, stderr io.Writer) error {
 	for _, f := range []string{"mask-samples", "theta-samples", "ksd-obs", "is-obs", "is-samples", "subset", "pred-obs", "steps"} {
 		if set[f] {
 			return fmt.Errorf("--%s does not apply to --subspace", f)
@@ -137,6 +146,10 @@ func runSubspace(net *netFlags, lambdas string, n, models int, seed uint64, out 
 		}
 		lams = append(lams, v)
 	}
+	cs, err := cf.settings(posterior.SampleOptions{})
+	if err != nil {
+		return err
+	}
 	p, err := net.load()
 	if err != nil {
 		return err
@@ -147,7 +160,14 @@ func runSubspace(net *netFlags, lambdas string, n, models int, seed uint64, out 
 		if !quiet {
 			cfg.Progress = stderr
 		}
-		r, err := eval.Subspace(p, cfg)
+		var r *eval.SubspaceResult
+		if cs.Method == correct.None {
+			r, err = eval.Subspace(p, cfg)
+		} else {
+			// The --correct-max-models most probable subspace models of
+			// every observation under q are corrected (16 by default).
+			r, err = eval.SubspaceCorrected(p, cfg, cs, max(1, cf.pruneMax))
+		}
 		if err != nil {
 			return err
 		}
