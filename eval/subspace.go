@@ -106,7 +106,13 @@ func (c *SubspaceConfig) defaults() error {
 // mix), and the subspace ranked by the exact log q(M | x, λ) of every
 // mask (teacher forcing). It is deterministic given cfg.
 func Subspace(p *posterior.Posterior, cfg SubspaceConfig) (*SubspaceResult, error) {
-	score := func(obs []posterior.Observation, lams []float64, space [][]bool) ([][]float64, error) {
+	return SubspaceClassify(p.Family(), qScorer(p), cfg)
+}
+
+// qScorer scores every subspace mask by the network's exact log q(M | x,
+// λ) at each observation's λ.
+func qScorer(p *posterior.Posterior) MaskScorer {
+	return func(obs []posterior.Observation, lams []float64, space [][]bool) ([][]float64, error) {
 		out := make([][]float64, len(obs))
 		err := byLambda(lams, func(l float64, idx []int) error {
 			lq, err := p.LogProbMasks(pick(obs, idx), l, [][][]bool{space}, posterior.Options{})
@@ -120,7 +126,6 @@ func Subspace(p *posterior.Posterior, cfg SubspaceConfig) (*SubspaceResult, erro
 		})
 		return out, err
 	}
-	return SubspaceClassify(p.Family(), score, cfg)
 }
 
 // Random streams of the subspace test, combined with SubspaceConfig.Seed

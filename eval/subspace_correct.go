@@ -21,18 +21,9 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 		return nil, fmt.Errorf("eval: corrected subspace test needs at least one corrected model per observation, have %d", top)
 	}
 	prior := p.Family().MaskPrior()
+	byQ := qScorer(p)
 	score := func(obs []posterior.Observation, lams []float64, space [][]bool) ([][]float64, error) {
-		out := make([][]float64, len(obs))
-		err := byLambda(lams, func(l float64, idx []int) error {
-			lq, err := p.LogProbMasks(pick(obs, idx), l, [][][]bool{space}, posterior.Options{})
-			if err != nil {
-				return fmt.Errorf("eval: scoring the subspace: %w", err)
-			}
-			for k, i := range idx {
-				out[i] = lq[k]
-			}
-			return nil
-		})
+		out, err := byQ(obs, lams, space)
 		if err != nil {
 			return nil, err
 		}
