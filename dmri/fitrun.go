@@ -167,22 +167,34 @@ func (a *Batch) Posterior(voxels []int) (*Posterior, error) {
 	if len(voxels) != a.N {
 		return nil, fmt.Errorf("dmri: %d voxels for a fit of %d", len(voxels), a.N)
 	}
-	p, err := NewPosterior(voxels, a.Sticks, a.Samples)
+	n := a.Sticks
+	p, err := stickPosterior(voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
 	if err != nil {
 		return nil, err
 	}
 	copy(p.D, a.D)
 	copy(p.DStd, a.DStd)
+	return p, nil
+}
+
+// stickPosterior builds the Posterior of per-stick samples (f, θ, φ,
+// active per stick, [voxel·S + sample]) with S0 = 1; samples in which a
+// stick is absent get the stick's dyad as θ, φ (see Batch.Posterior). The
+// diffusivities are the caller's to fill.
+func stickPosterior(voxels []int, S int, f, theta, phi [][]float32, active [][]bool) (*Posterior, error) {
+	p, err := NewPosterior(voxels, len(f), S)
+	if err != nil {
+		return nil, err
+	}
 	for k := range p.S0 {
 		p.S0[k] = 1
 	}
-	S := a.Samples
-	for i := range a.Sticks {
-		copy(p.F[i], a.F[i])
-		copy(p.Theta[i], a.Theta[i])
-		copy(p.Phi[i], a.Phi[i])
-		p.Active[i] = append([]bool(nil), a.Active[i]...)
-		for v := range a.N {
+	for i := range f {
+		copy(p.F[i], f[i])
+		copy(p.Theta[i], theta[i])
+		copy(p.Phi[i], phi[i])
+		p.Active[i] = append([]bool(nil), active[i]...)
+		for v := range voxels {
 			dir, _ := p.Dyad(i, v)
 			th, ph := angles(dir)
 			for s := range S {

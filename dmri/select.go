@@ -391,30 +391,12 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	}
 	var maps []string
 	if len(ft.Sticks) > 0 {
-		p, err := NewPosterior(s.Voxels, len(ft.Sticks), a.Samples)
+		n := len(ft.Sticks)
+		p, err := stickPosterior(s.Voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
 		if err != nil {
 			return err
 		}
 		copy(p.D, a.StickD)
-		for k := range p.S0 {
-			p.S0[k] = 1
-		}
-		S := a.Samples
-		for i := range ft.Sticks {
-			copy(p.F[i], a.F[i])
-			copy(p.Theta[i], a.Theta[i])
-			copy(p.Phi[i], a.Phi[i])
-			p.Active[i] = append([]bool(nil), a.Active[i]...)
-			for v := range a.N {
-				dir, _ := p.Dyad(i, v)
-				th, ph := angles(dir)
-				for j := range S {
-					if k := v*S + j; !p.Active[i][k] {
-						p.Theta[i][k], p.Phi[i][k] = float32(th), float32(ph)
-					}
-				}
-			}
-		}
 		if err := WriteBedpostX(dir, s.Ref, s.Mask, p); err != nil {
 			return err
 		}
