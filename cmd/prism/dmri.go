@@ -305,3 +305,17 @@ func scanFileFlags(fs *flag.FlagSet, files *dmri.ScanFiles) {
 	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file (3×N or N×3)")
 	fs.StringVar(&files.Mask, "mask", "", "brain mask NIfTI (default: automatic mask from b0, see docs/dmri.md)")
 }
+
+// checkInputsExist reports the first of the scan's files and the
+// checkpoint (each optional when empty) that cannot be opened, by its flag.
+func checkInputsExist(files dmri.ScanFiles, checkpoint string) error {
+	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", checkpoint}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	return nil
+}

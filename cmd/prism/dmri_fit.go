@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -90,13 +89,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", *net.checkpoint}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
-		}
+	if err := checkInputsExist(files, *net.checkpoint); err != nil {
+		return err
 	}
 
 	// Everything is read and checked before the output folder is touched.

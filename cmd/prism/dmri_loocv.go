@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -83,13 +82,8 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 	if err := checkScanArgs(fs, files, *out); err != nil {
 		return err
 	}
-	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", *net.checkpoint}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
-		}
+	if err := checkInputsExist(files, *net.checkpoint); err != nil {
+		return err
 	}
 	switch {
 	case *volumes < 0:
