@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/memlimit"
 	"github.com/prismsbi/prism/mcmc"
@@ -82,7 +82,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 	def := mcmc.DefaultSettings()
 	fs := newFlagSet("dmri mcmc", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] [--fibres N] --out DIR", stderr)
-	var files dmri.ScanFiles
+	var files dmrifit.ScanFiles
 	scanFileFlags(fs, &files)
 	out := fs.String("out", "", "output folder (BedpostX layout + run.json)")
 	s := def
@@ -107,7 +107,7 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 		*workers = runtime.GOMAXPROCS(0)
 	}
 	start := time.Now()
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer lock.Release()
-	info := dmri.NewRunInfo("prism dmri mcmc", scan)
+	info := dmrifit.NewRunInfo("prism dmri mcmc", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings, info.Workers = s, *workers
 	info.Timings["load"] = time.Since(start).Seconds()
@@ -134,7 +134,7 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 		return errors.New("no voxel to fit")
 	}
 
-	post, err := dmri.NewPosterior(scan.Voxels, s.Fibres, s.Samples())
+	post, err := dmrifit.NewStickSamples(scan.Voxels, s.Fibres, s.Samples())
 	if err != nil {
 		return err
 	}
@@ -174,12 +174,12 @@ func runDMRIMCMC(args []string, stdout, stderr io.Writer) error {
 		info.VoxelsFitted -= n
 	}
 	writeStart := time.Now()
-	if err := dmri.WriteBedpostX(*out, scan.Ref, scan.Mask, post); err != nil {
+	if err := dmrifit.WriteBedpostX(*out, scan.Ref, scan.Mask, post); err != nil {
 		return err
 	}
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(start).Seconds()
-	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), info); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(*out, "run.json"), info); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "dmri mcmc: %d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s\n",
@@ -238,11 +238,11 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 		if len(pos) != 1 {
 			return fmt.Errorf("with --dti, want one folder DIR, got %d arguments", len(pos))
 		}
-		a, err := dmri.ReadBedpostX(pos[0])
+		a, err := dmrifit.ReadBedpostX(pos[0])
 		if err != nil {
 			return err
 		}
-		c, err := dmri.CompareDTI(a, *dtiDir, *faMin)
+		c, err := dmrifit.CompareDTI(a, *dtiDir, *faMin)
 		if err != nil {
 			return err
 		}
@@ -251,25 +251,25 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 2 {
 		return fmt.Errorf("want two folders DIR_A DIR_B, got %d arguments", len(pos))
 	}
-	a, err := dmri.ReadBedpostX(pos[0])
+	a, err := dmrifit.ReadBedpostX(pos[0])
 	if err != nil {
 		return err
 	}
-	b, err := dmri.ReadBedpostX(pos[1])
+	b, err := dmrifit.ReadBedpostX(pos[1])
 	if err != nil {
 		return err
 	}
-	c, err := dmri.Compare(a, b)
+	c, err := dmrifit.Compare(a, b)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if err := dmri.WriteJSON(filepath.Join(*out, "compare.json"), c); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(*out, "compare.json"), c); err != nil {
 		return err
 	}
-	if err := dmri.WriteComparisonPNGs(*out, a, b, c); err != nil {
+	if err := dmrifit.WriteComparisonPNGs(*out, a, b, c); err != nil {
 		return err
 	}
 	return printIndented(stdout, c)
@@ -287,7 +287,7 @@ func printIndented(w io.Writer, v any) error {
 
 // checkScanArgs checks, after parsing, what scanFileFlags declared plus an
 // --out folder: no stray arguments and the required flags given.
-func checkScanArgs(fs *flag.FlagSet, files dmri.ScanFiles, out string) error {
+func checkScanArgs(fs *flag.FlagSet, files dmrifit.ScanFiles, out string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -299,7 +299,7 @@ func checkScanArgs(fs *flag.FlagSet, files dmri.ScanFiles, out string) error {
 
 // scanFileFlags declares the input flags shared by the dmri commands that
 // read a scan: --dwi, --bval, --bvec and --mask.
-func scanFileFlags(fs *flag.FlagSet, files *dmri.ScanFiles) {
+func scanFileFlags(fs *flag.FlagSet, files *dmrifit.ScanFiles) {
 	fs.StringVar(&files.DWI, "dwi", "", "4-D diffusion-weighted NIfTI image (.nii or .nii.gz)")
 	fs.StringVar(&files.Bval, "bval", "", "FSL b-values file")
 	fs.StringVar(&files.Bvec, "bvec", "", "FSL b-vectors file (3×N or N×3)")
@@ -308,7 +308,7 @@ func scanFileFlags(fs *flag.FlagSet, files *dmri.ScanFiles) {
 
 // checkInputsExist reports the first of the scan's files and the
 // checkpoint (each optional when empty) that cannot be opened, by its flag.
-func checkInputsExist(files dmri.ScanFiles, checkpoint string) error {
+func checkInputsExist(files dmrifit.ScanFiles, checkpoint string) error {
 	for _, f := range []struct{ flag, path string }{{"--dwi", files.DWI}, {"--bval", files.Bval}, {"--bvec", files.Bvec}, {"--mask", files.Mask}, {"--checkpoint", checkpoint}} {
 		if f.path == "" {
 			continue

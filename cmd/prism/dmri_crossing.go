@@ -8,16 +8,16 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // runDMRICrossing fits the synthetic crossing phantom of issue 20
-// (dmri.NewCrossingPhantom) with a trained ball-and-sticks network at the
+// (dmrifit.NewCrossingPhantom) with a trained ball-and-sticks network at the
 // fit settings given and prints the phantom metrics per cell.
 func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
-	def := dmri.DefaultFitSettings()
-	spec := dmri.DefaultCrossingSpec()
+	def := dmrifit.DefaultFitSettings()
+	spec := dmrifit.DefaultCrossingSpec()
 	fs := newFlagSet("dmri crossing", "(--checkpoint DIR | --model NAME) [--lambda L] [--angles 45,60,90] [--snr 20,40] [--protocols ukb,shell20] [--voxels N] [--json FILE]", stderr)
 	net := addNetFlags(fs, "trained network of a ball-and-sticks family (b3s)")
 	s := def
@@ -53,7 +53,7 @@ func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	ph, err := dmri.NewCrossingPhantom(spec)
+	ph, err := dmrifit.NewCrossingPhantom(spec)
 	if err != nil {
 		return err
 	}
@@ -61,11 +61,11 @@ func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ft, err := dmri.NewFitter(post, s)
+	ft, err := dmrifit.NewFitter(post, s)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
 	}
-	var all []dmri.CrossingCell
+	var all []dmrifit.CrossingCell
 	fmt.Fprintf(stdout, "crossing phantom, %s (%s), λ = %g, %d samples × %d %s steps; medians over %d voxels per cell\n",
 		net.source(), post.Family().Name(), s.Lambda, s.Samples, s.Steps, s.Solver, spec.Voxels)
 	fmt.Fprintf(stdout, "%-8s %4s %5s %8s %8s %8s %8s %10s %10s\n", "protocol", "SNR", "angle", "dyads1°", "dyads2°", "within°", "disp2", "count(nf)", "count(f)")
@@ -75,7 +75,7 @@ func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cells, err := dmri.EvaluateCrossing(ph, proto, b, ft.Models)
+		cells, err := dmrifit.EvaluateCrossing(ph, proto, b, ft.Models)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/dti"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/nifti"
@@ -38,7 +38,7 @@ type dtiSettings struct {
 // dtiRunInfo is run.json of `dmri dti`: the common record plus fit
 // summaries.
 type dtiRunInfo struct {
-	*dmri.RunInfo
+	*dmrifit.RunInfo
 	// Voxels whose smallest fitted eigenvalue is negative (FA and MO use
 	// the eigenvalues clipped at zero there).
 	VoxelsNegativeEigenvalue int `json:"voxels_negative_eigenvalue"`
@@ -56,7 +56,7 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: prism dmri dti %s\n\n%s\n\nFlags:\n", dtiSynopsis, dtiAbout)
 		fs.PrintDefaults()
 	}
-	var files dmri.ScanFiles
+	var files dmrifit.ScanFiles
 	scanFileFlags(fs, &files)
 	out := fs.String("out", "", "output folder (created if needed)")
 	wlsIter := fs.Int("wls-iter", dti.DefaultWLSIterations, "WLS iterations after the OLS fit (0: OLS only)")
@@ -83,7 +83,7 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 	// Everything is read, checked and fitted before the output folder is
 	// touched.
 	start := time.Now()
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 	fitTime := time.Since(fitStart).Seconds()
 	fitCPU := cpuSeconds() - cpuStart
 
-	info := dmri.NewRunInfo("prism dmri dti", scan)
+	info := dmrifit.NewRunInfo("prism dmri dti", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings = dtiSettings{
 		Method:        "log-linear OLS, then wls_iterations WLS iterations with weights = (signal predicted by the previous fit)²; measurements with signal ≤ 0 left out",
@@ -160,7 +160,7 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 	}
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(start).Seconds()
-	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), run); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(*out, "run.json"), run); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "dmri dti: fitted %d voxels in %.2f s (%.0f voxels/s), %d skipped in all%s, %d with a negative eigenvalue; total %.1f s; wrote %s\n",
@@ -171,7 +171,7 @@ func runDMRIDTI(args []string, stdout, stderr io.Writer) error {
 
 // writeDTI writes the dtifit-named maps of the fitted voxels (ok) into
 // dir, zero elsewhere, each image atomically (nifti.Write).
-func writeDTI(dir string, s *dmri.Scan, fits []dti.Fit, ok []bool, saveTensor bool) error {
+func writeDTI(dir string, s *dmrifit.Scan, fits []dti.Fit, ok []bool, saveTensor bool) error {
 	nvox := s.NumVoxels()
 	write := func(name string, vols int, value func(v, k int) float64) error {
 		dims := []int{s.Nx, s.Ny, s.Nz}
@@ -190,7 +190,7 @@ func writeDTI(dir string, s *dmri.Scan, fits []dti.Fit, ok []bool, saveTensor bo
 				vol.Data[i+k*nvox] = float32(value(v, k))
 			}
 		}
-		return nifti.Write(filepath.Join(dir, name+dmri.OutputExt), vol)
+		return nifti.Write(filepath.Join(dir, name+dmrifit.OutputExt), vol)
 	}
 	maps := []struct {
 		name  string

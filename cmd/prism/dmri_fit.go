@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/correct"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/memlimit"
@@ -27,7 +27,7 @@ import (
 // fitRunSettings are the settings recorded in run.json (and, without the
 // batch size and paths, in the key of the resumable state).
 type fitRunSettings struct {
-	dmri.FitSettings
+	dmrifit.FitSettings
 	Checkpoint    string `json:"checkpoint,omitempty"`
 	Model         string `json:"model,omitempty"`
 	Family        string `json:"family"`
@@ -56,9 +56,9 @@ type fitStateKey struct {
 }
 
 func runDMRIFit(args []string, stdout, stderr io.Writer) error {
-	def := dmri.DefaultFitSettings()
+	def := dmrifit.DefaultFitSettings()
 	fs := newFlagSet("dmri fit", "--dwi FILE --bval FILE --bvec FILE [--mask FILE] (--checkpoint DIR | --model NAME) --out DIR [--lambda L] [--samples N]", stderr)
-	var files dmri.ScanFiles
+	var files dmrifit.ScanFiles
 	scanFileFlags(fs, &files)
 	net := addNetFlags(fs, "trained dMRI network: a ball-and-sticks family (b3s) for BedpostX-style maps, or another dMRI family (bszt) for model-selection maps")
 	out := fs.String("out", "", "output folder (BedpostX layout, prism maps, run.json)")
@@ -71,7 +71,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it)")
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
-	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
+	fs.IntVar(&s.CorrectParticles, "correct-particles", dmrifit.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -95,7 +95,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 
 	// Everything is read and checked before the output folder is touched.
 	start := time.Now()
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return err
 	}
@@ -103,13 +103,13 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if len(scan.Voxels) == 0 {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
 	}
-	// The sizes must fit in memory (estimate: dmri.FitBaseBytes etc.).
+	// The sizes must fit in memory (estimate: dmrifit.FitBaseBytes etc.).
 	avail := memlimit.Available()
 	vox, nm := float64(len(scan.Voxels)), float64(scan.Design.N)
-	if err := memlimit.Check("--samples", int64(s.Samples), dmri.FitBaseBytes+dmri.FitBatchBytes*float64(s.BatchSize)*nm, dmri.FitSampleBytes*vox, avail); err != nil {
+	if err := memlimit.Check("--samples", int64(s.Samples), dmrifit.FitBaseBytes+dmrifit.FitBatchBytes*float64(s.BatchSize)*nm, dmrifit.FitSampleBytes*vox, avail); err != nil {
 		return fmt.Errorf("%s: %w", files.DWI, err)
 	}
-	if err := memlimit.Check("--batch", int64(s.BatchSize), dmri.FitBaseBytes+dmri.FitSampleBytes*vox*float64(s.Samples), dmri.FitBatchBytes*nm, avail); err != nil {
+	if err := memlimit.Check("--batch", int64(s.BatchSize), dmrifit.FitBaseBytes+dmrifit.FitSampleBytes*vox*float64(s.Samples), dmrifit.FitBatchBytes*nm, avail); err != nil {
 		return fmt.Errorf("%s: %w", files.DWI, err)
 	}
 	ckStart := time.Now()
@@ -117,21 +117,21 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !dmri.BallAndSticks(post.Family()) {
+	if !dmrifit.BallAndSticks(post.Family()) {
 		// Other dMRI families (bszt, bszt-conv): model-selection maps.
 		return runSelectFit(selectRun{files: files, out: *out, fresh: *fresh, quiet: *quiet, shard: *shard,
 			net: net, scan: scan, set: s, start: start, load: loadTime, ckStart: ckStart, post: post}, stderr)
 	}
-	fitter, err := dmri.NewFitter(post, s)
+	fitter, err := dmrifit.NewFitter(post, s)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
 	}
-	weights := dmri.WeightsHash(post)
+	weights := dmrifit.WeightsHash(post)
 	ckTime := time.Since(ckStart).Seconds()
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
-		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Output: dmri.OutputVersion})
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Output: dmrifit.OutputVersion})
 	if err != nil {
 		return err
 	}
@@ -146,17 +146,17 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer lock.Release()
-	if err := dmri.PrepareOutput(*out, *fresh); err != nil {
+	if err := dmrifit.PrepareOutput(*out, *fresh); err != nil {
 		return err
 	}
-	st, err := dmri.OpenFitState(filepath.Join(*out, dmri.StateFile), key, fitter.Shape(), *fresh)
+	st, err := dmrifit.OpenFitState(filepath.Join(*out, dmrifit.StateFile), key, fitter.Shape(), *fresh)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	resumed := st.Done
 
-	info := dmri.NewRunInfo("prism dmri fit", scan)
+	info := dmrifit.NewRunInfo("prism dmri fit", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings = fitRunSettings{FitSettings: s, Checkpoint: *net.checkpoint, Model: *net.model, Family: post.Family().Name(), WeightsSHA: weights,
 		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxels: resumed}
@@ -189,7 +189,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted; %s keeps the finished batches", filepath.Join(*out, dmri.StateFile))
+			return fmt.Errorf("interrupted; %s keeps the finished batches", filepath.Join(*out, dmrifit.StateFile))
 		}
 		return err
 	}
@@ -225,7 +225,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "dmri fit: --correct %s failed its diagnostics in %d of %d voxels (correct_failed map)\n", s.Correct, failed, nv)
 		}
 	}
-	if err := dmri.WriteJSON(filepath.Join(*out, "run.json"), extra); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(*out, "run.json"), extra); err != nil {
 		return err
 	}
 	if err := st.Remove(); err != nil {
@@ -239,7 +239,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 // fitRunExtra is run.json of `dmri fit`: the common record plus summaries
 // of the model posterior's normalisation and the ESS.
 type fitRunExtra struct {
-	*dmri.RunInfo
+	*dmrifit.RunInfo
 	// MeanModelMass is the mean over voxels of Σ q(M | x, λ) over the
 	// model list before renormalising (the rest went to masks outside
 	// the prior's support); ModelMassBelowHalf counts voxels below 0.5.
@@ -255,7 +255,7 @@ type fitRunExtra struct {
 
 // scanHash is the SHA-256 of the preprocessed scan the network sees:
 // design, fitted voxel indices and normalised signals.
-func scanHash(s *dmri.Scan) string {
+func scanHash(s *dmrifit.Scan) string {
 	h := sha256.New()
 	var buf [8]byte
 	put := func(x float64) {
@@ -374,7 +374,7 @@ func correctKey(m string) string {
 	return m
 }
 
-func correctParticlesKey(s dmri.FitSettings) int {
+func correctParticlesKey(s dmrifit.FitSettings) int {
 	if correctKey(s.Correct) == "" {
 		return 0
 	}

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/dti"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/nifti"
@@ -32,9 +32,9 @@ run.json.`
 
 // loocvReport is loocv.json.
 type loocvReport struct {
-	HeldOut []int             `json:"held_out_volumes"` // 0-based volume indices
-	FAWM    float64           `json:"fa_wm"`
-	Methods []dmri.LOOSummary `json:"methods"`
+	HeldOut []int                `json:"held_out_volumes"` // 0-based volume indices
+	FAWM    float64              `json:"fa_wm"`
+	Methods []dmrifit.LOOSummary `json:"methods"`
 	// With a network: the share of (white-matter) voxels where its LOOCV
 	// RMSE is below the tensor's, and the median paired difference
 	// network − dti.
@@ -44,14 +44,14 @@ type loocvReport struct {
 }
 
 type loocvSettings struct {
-	Volumes    int                      `json:"volumes"`
-	WLS        int                      `json:"wls_iterations"`
-	FAWM       float64                  `json:"fa_wm"`
-	Network    *dmri.NetworkLOOSettings `json:"network,omitempty"`
-	Checkpoint string                   `json:"checkpoint,omitempty"`
-	Model      string                   `json:"model,omitempty"`
-	Family     string                   `json:"family,omitempty"`
-	WeightsSHA string                   `json:"weights_sha256,omitempty"`
+	Volumes    int                         `json:"volumes"`
+	WLS        int                         `json:"wls_iterations"`
+	FAWM       float64                     `json:"fa_wm"`
+	Network    *dmrifit.NetworkLOOSettings `json:"network,omitempty"`
+	Checkpoint string                      `json:"checkpoint,omitempty"`
+	Model      string                      `json:"model,omitempty"`
+	Family     string                      `json:"family,omitempty"`
+	WeightsSHA string                      `json:"weights_sha256,omitempty"`
 }
 
 func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
@@ -60,11 +60,11 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: prism dmri loocv %s\n\n%s\n\nFlags:\n", loocvSynopsis, loocvAbout)
 		fs.PrintDefaults()
 	}
-	var files dmri.ScanFiles
+	var files dmrifit.ScanFiles
 	scanFileFlags(fs, &files)
 	net := addNetFlags(fs, "trained dMRI network to cross-validate besides the tensor (optional)")
 	out := fs.String("out", "", "output folder (created if needed)")
-	def := dmri.DefaultNetworkLOOSettings()
+	def := dmrifit.DefaultNetworkLOOSettings()
 	set := def
 	volumes := fs.Int("volumes", 16, "diffusion-weighted volumes held out in turn, evenly spread (0: all)")
 	wls := fs.Int("wls-iter", dti.DefaultWLSIterations, "WLS iterations of the tensor fit after OLS")
@@ -99,7 +99,7 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 	if nv == 0 {
 		return fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", files.DWI, scan.MaskCount(), scan.MaskSource, skipSummary(scan.Skipped))
 	}
-	held := dmri.HeldOutVolumes(scan.Design, *volumes)
+	held := dmrifit.HeldOutVolumes(scan.Design, *volumes)
 	if len(held) == 0 {
 		return fmt.Errorf("%s: no diffusion-weighted volume to hold out", files.Bval)
 	}
@@ -118,34 +118,34 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		settings.Network, settings.Checkpoint, settings.Model = &set, *net.checkpoint, *net.model
-		settings.Family, settings.WeightsSHA = post.Family().Name(), dmri.WeightsHash(post)
+		settings.Family, settings.WeightsSHA = post.Family().Name(), dmrifit.WeightsHash(post)
 		return loocvRun(files, *out, scan, held, settings, post, *quiet, start, stderr)
 	}
 	return loocvRun(files, *out, scan, held, settings, nil, *quiet, start, stderr)
 }
 
 // loocvRun fits, summarises and writes; post may be nil (tensor only).
-func loocvRun(files dmri.ScanFiles, out string, scan *dmri.Scan, held []int, set loocvSettings, post *posterior.Posterior, quiet bool, start time.Time, stderr io.Writer) error {
+func loocvRun(files dmrifit.ScanFiles, out string, scan *dmrifit.Scan, held []int, set loocvSettings, post *posterior.Posterior, quiet bool, start time.Time, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "dmri loocv: %d×%d×%d×%d, %d voxels, %d held-out volumes\n", scan.Nx, scan.Ny, scan.Nz, scan.Design.N, len(scan.Voxels), len(held))
 	ctx, stop := interruptContext(stderr, "dmri loocv: stopping; nothing is written")
 	defer stop()
-	info := dmri.NewRunInfo("prism dmri loocv", scan)
+	info := dmrifit.NewRunInfo("prism dmri loocv", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), start.UTC().Format(time.RFC3339)
 	info.Settings = set
 	info.Workers = runtime.GOMAXPROCS(0)
 
-	wm, err := dmri.WhiteMatter(scan, set.FAWM)
+	wm, err := dmrifit.WhiteMatter(scan, set.FAWM)
 	if err != nil {
 		return fmt.Errorf("%s: %w", files.DWI, err)
 	}
 	t0 := time.Now()
-	tl, err := dmri.TensorLOO(ctx, scan, held, set.WLS)
+	tl, err := dmrifit.TensorLOO(ctx, scan, held, set.WLS)
 	if err != nil {
 		return fmt.Errorf("%s: %w", files.Bval, err)
 	}
 	info.Timings["dti"] = time.Since(t0).Seconds()
 	dtiErr := tl.RMSE(scan)
-	rep := loocvReport{HeldOut: held, FAWM: set.FAWM, Methods: []dmri.LOOSummary{dmri.SummariseLOO("dti", dtiErr, wm)}}
+	rep := loocvReport{HeldOut: held, FAWM: set.FAWM, Methods: []dmrifit.LOOSummary{dmrifit.SummariseLOO("dti", dtiErr, wm)}}
 	maps := map[string][]float64{"loo_rmse_dti": dtiErr}
 	if post != nil {
 		t1 := time.Now()
@@ -155,7 +155,7 @@ func loocvRun(files dmri.ScanFiles, out string, scan *dmri.Scan, held []int, set
 			bar = newProgressBar(stderr, isTerminal(stderr), "dmri loocv", len(held)*len(scan.Voxels), 0, t1)
 			progress = bar.update
 		}
-		nl, err := dmri.NetworkLOO(ctx, post, scan, held, *set.Network, progress)
+		nl, err := dmrifit.NetworkLOO(ctx, post, scan, held, *set.Network, progress)
 		if bar != nil {
 			bar.finish()
 		}
@@ -168,7 +168,7 @@ func loocvRun(files dmri.ScanFiles, out string, scan *dmri.Scan, held []int, set
 		info.Timings["network"] = time.Since(t1).Seconds()
 		netErr := nl.RMSE(scan)
 		maps["loo_rmse_network"] = netErr
-		rep.Methods = append(rep.Methods, dmri.SummariseLOO("network ("+set.Family+")", netErr, wm))
+		rep.Methods = append(rep.Methods, dmrifit.SummariseLOO("network ("+set.Family+")", netErr, wm))
 		var better, wmBetter, n, wmN int
 		var diffs []float64
 		for v := range netErr {
@@ -211,7 +211,7 @@ func loocvRun(files dmri.ScanFiles, out string, scan *dmri.Scan, held []int, set
 		for v, i := range scan.Voxels {
 			vol.Data[i] = float32(src[v])
 		}
-		if err := nifti.Write(filepath.Join(out, name+dmri.OutputExt), vol); err != nil {
+		if err := nifti.Write(filepath.Join(out, name+dmrifit.OutputExt), vol); err != nil {
 			return err
 		}
 	}
@@ -224,14 +224,14 @@ func loocvRun(files dmri.ScanFiles, out string, scan *dmri.Scan, held []int, set
 			vol.Data[i] = 1
 		}
 	}
-	if err := nifti.Write(filepath.Join(out, "wm_mask"+dmri.OutputExt), vol); err != nil {
+	if err := nifti.Write(filepath.Join(out, "wm_mask"+dmrifit.OutputExt), vol); err != nil {
 		return err
 	}
-	if err := dmri.WriteJSON(filepath.Join(out, "loocv.json"), rep); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(out, "loocv.json"), rep); err != nil {
 		return err
 	}
 	info.Timings["total"] = time.Since(start).Seconds()
-	if err := dmri.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
 		return err
 	}
 	for _, m := range rep.Methods {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 )
 
 // TestDMRILOOCV runs `prism dmri loocv` on a cropped real scan with a tiny
@@ -36,11 +36,11 @@ func TestDMRILOOCV(t *testing.T) {
 	if len(rep.HeldOut) != 3 || len(rep.Methods) != 2 || rep.NetworkBetter == nil {
 		t.Fatalf("report %+v", rep)
 	}
-	scan, err := dmri.LoadScan(dmri.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
+	scan, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := dmri.TensorLOO(context.Background(), scan, rep.HeldOut, 1)
+	l, err := dmrifit.TensorLOO(context.Background(), scan, rep.HeldOut, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

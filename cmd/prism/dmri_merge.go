@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 )
 
 func init() {
@@ -40,12 +40,12 @@ func runDMRIMerge(args []string, stdout, stderr io.Writer) error {
 	for _, r := range recs[1:] {
 		if r.Key != first.Key || r.Shard.Count != first.Shard.Count || !slices.Equal(r.FitArgs, first.FitArgs) {
 			return fmt.Errorf("%s: shard %v and shard %v come from different fits (settings, network or scan differ)",
-				filepath.Join(dir, dmri.ShardsDir), first.Shard, r.Shard)
+				filepath.Join(dir, dmrifit.ShardsDir), first.Shard, r.Shard)
 		}
 	}
 	n := first.Shard.Count
-	state := filepath.Join(dir, dmri.StateFile)
-	if err := dmri.MergeShards(dir, state, []byte(first.Key), first.Shape, first.TotalVoxels, n); err != nil {
+	state := filepath.Join(dir, dmrifit.StateFile)
+	if err := dmrifit.MergeShards(dir, state, []byte(first.Key), first.Shape, first.TotalVoxels, n); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "dmri merge: %d shards, %d voxels; writing %s\n", n, first.TotalVoxels, dir)
@@ -59,12 +59,12 @@ func runDMRIMerge(args []string, stdout, stderr io.Writer) error {
 // readShardRecords reads every shards/shard-*-of-*.json of dir, sorted
 // by shard index.
 func readShardRecords(dir string) ([]shardRecord, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, dmri.ShardsDir, "shard-*-of-*.json"))
+	paths, err := filepath.Glob(filepath.Join(dir, dmrifit.ShardsDir, "shard-*-of-*.json"))
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%s: no shard records (shard-I-of-N.json); run `prism dmri fit --shard I/N --out %s` first", filepath.Join(dir, dmri.ShardsDir), dir)
+		return nil, fmt.Errorf("%s: no shard records (shard-I-of-N.json); run `prism dmri fit --shard I/N --out %s` first", filepath.Join(dir, dmrifit.ShardsDir), dir)
 	}
 	var recs []shardRecord
 	for _, p := range paths {
@@ -114,5 +114,5 @@ func annotateRunInfo(path string, recs []shardRecord) error {
 	info["merged_shards"] = sum
 	info["shards_fit_s_total"] = fit
 	info["shards_fit_cpu_s_total"] = cpu
-	return dmri.WriteJSON(path, info)
+	return dmrifit.WriteJSON(path, info)
 }

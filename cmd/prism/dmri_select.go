@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -17,13 +17,13 @@ import (
 // selectRun is what runDMRIFit has read and checked when the network's
 // family is not ball-and-sticks: the model-selection fit takes over.
 type selectRun struct {
-	files        dmri.ScanFiles
+	files        dmrifit.ScanFiles
 	out          string
 	fresh, quiet bool
 	shard        string
 	net          *netFlags
-	scan         *dmri.Scan
-	set          dmri.FitSettings
+	scan         *dmrifit.Scan
+	set          dmrifit.FitSettings
 	post         *posterior.Posterior
 	start        time.Time
 	ckStart      time.Time
@@ -33,7 +33,7 @@ type selectRun struct {
 // selectRunSettings are the settings recorded in run.json of a
 // model-selection fit.
 type selectRunSettings struct {
-	dmri.FitSettings
+	dmrifit.FitSettings
 	Checkpoint string `json:"checkpoint,omitempty"`
 	Model      string `json:"model,omitempty"`
 	Family     string `json:"family"`
@@ -45,7 +45,7 @@ type selectRunSettings struct {
 
 // selectRunExtra is run.json of a model-selection fit.
 type selectRunExtra struct {
-	*dmri.RunInfo
+	*dmrifit.RunInfo
 	MeanModelMass      float64 `json:"mean_model_mass"`
 	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
 	MedianPPRMSE       float64 `json:"median_pp_rmse"`
@@ -53,27 +53,27 @@ type selectRunExtra struct {
 
 // runSelectFit is `prism dmri fit` for dMRI families other than
 // ball-and-sticks (bszt, bszt-conv): the model-selection maps of
-// dmri.SelectFitter.
+// dmrifit.SelectFitter.
 func runSelectFit(r selectRun, stderr io.Writer) error {
 	if r.shard != "" {
 		return fmt.Errorf("--shard: sharded fits are only available for ball-and-sticks families (b3s); %s is fitted in one run", r.post.Family().Name())
 	}
-	ft, err := dmri.NewSelectFitter(r.post, r.set)
+	ft, err := dmrifit.NewSelectFitter(r.post, r.set)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.net.source(), err)
 	}
-	weights := dmri.WeightsHash(r.post)
+	weights := dmrifit.WeightsHash(r.post)
 	ckTime := time.Since(r.ckStart).Seconds()
 	lock, err := dirlock.Acquire(r.out)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	if err := dmri.PrepareOutput(r.out, r.fresh); err != nil {
+	if err := dmrifit.PrepareOutput(r.out, r.fresh); err != nil {
 		return err
 	}
 	s, scan := r.set, r.scan
-	info := dmri.NewRunInfo("prism dmri fit", scan)
+	info := dmrifit.NewRunInfo("prism dmri fit", scan)
 	info.Version, info.GoVersion, info.Started = prismVersion(), runtime.Version(), r.start.UTC().Format(time.RFC3339)
 	info.Settings = selectRunSettings{FitSettings: s, Checkpoint: *r.net.checkpoint, Model: *r.net.model, Family: ft.Family().Name(),
 		WeightsSHA: weights, Models: len(ft.Models), Classes: len(ft.Classes), Sticks: len(ft.Sticks)}
@@ -123,7 +123,7 @@ func runSelectFit(r selectRun, stderr io.Writer) error {
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(r.start).Seconds()
 	extra := selectRunExtra{RunInfo: info, MeanModelMass: meanF32(all.ModelMass), ModelMassBelowHalf: low, MedianPPRMSE: medianF32(all.PPRMSE)}
-	if err := dmri.WriteJSON(filepath.Join(r.out, "run.json"), extra); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(r.out, "run.json"), extra); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "dmri fit: %d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s\n",

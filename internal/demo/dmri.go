@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/plot"
@@ -22,15 +22,15 @@ import (
 
 // DMRIResult summarises the dMRI part of the demo.
 type DMRIResult struct {
-	Model    string             `json:"model"`
-	Settings dmri.FitSettings   `json:"settings"`
-	Grid     [3]int             `json:"grid"`
-	Volumes  int                `json:"volumes"`
-	Slab     [2]int             `json:"slab"` // fitted slices [z0, z1)
-	Slice    int                `json:"slice"`
-	InMask   int                `json:"voxels_in_mask"`
-	Fitted   int                `json:"voxels_fitted"`
-	Timings  map[string]float64 `json:"timings_s"`
+	Model    string              `json:"model"`
+	Settings dmrifit.FitSettings `json:"settings"`
+	Grid     [3]int              `json:"grid"`
+	Volumes  int                 `json:"volumes"`
+	Slab     [2]int              `json:"slab"` // fitted slices [z0, z1)
+	Slice    int                 `json:"slice"`
+	InMask   int                 `json:"voxels_in_mask"`
+	Fitted   int                 `json:"voxels_fitted"`
+	Timings  map[string]float64  `json:"timings_s"`
 	// VoxelsPerSecond is the fit's throughput (wall clock).
 	VoxelsPerSecond float64 `json:"voxels_per_second"`
 	// NFibres is the fraction of fitted voxels whose most probable number
@@ -64,7 +64,7 @@ func slab(nz, n int) (z0, z1 int) {
 
 // restrictToSlab keeps the voxels of slices [z0, z1) of s, in the fit
 // (Voxels, Signal) and in the mask written with the outputs.
-func restrictToSlab(s *dmri.Scan, z0, z1 int) {
+func restrictToSlab(s *dmrifit.Scan, z0, z1 int) {
 	plane := s.Nx * s.Ny
 	n := s.Design.N
 	var vox []int
@@ -87,11 +87,11 @@ func restrictToSlab(s *dmri.Scan, z0, z1 int) {
 // dMRI figures.
 func runDMRI(ctx context.Context, c Config, logf func(string, ...any)) (*DMRIResult, error) {
 	in := filepath.Join(c.Out, dataDir)
-	files := dmri.ScanFiles{DWI: filepath.Join(in, data.ScanDWI), Bval: filepath.Join(in, data.ScanBval),
+	files := dmrifit.ScanFiles{DWI: filepath.Join(in, data.ScanDWI), Bval: filepath.Join(in, data.ScanBval),
 		Bvec: filepath.Join(in, data.ScanBvec), Mask: filepath.Join(in, data.ScanMask)}
 	r := &DMRIResult{Model: DMRIModel, Settings: c.Fit, Timings: map[string]float64{}}
 	t := time.Now()
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -109,7 +109,7 @@ func runDMRI(ctx context.Context, c Config, logf func(string, ...any)) (*DMRIRes
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	fitter, err := dmri.NewFitter(post, c.Fit)
+	fitter, err := dmrifit.NewFitter(post, c.Fit)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -139,12 +139,12 @@ func runDMRI(ctx context.Context, c Config, logf func(string, ...any)) (*DMRIRes
 	if err := fitter.WriteFit(out, scan, all); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	info := dmri.NewRunInfo("prism demo", scan)
+	info := dmrifit.NewRunInfo("prism demo", scan)
 	info.Settings, info.Workers = c.Fit, runtime.GOMAXPROCS(0)
 	info.Timings = r.Timings
 	info.VoxelsPerSecond = r.VoxelsPerSecond
 	r.Timings["write"] = time.Since(t).Seconds()
-	if err := dmri.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	logf("dMRI: %d voxels in %.0f s (%.1f voxels/s); maps in %s", r.Fitted, r.Timings["fit"], r.VoxelsPerSecond, out)
@@ -172,9 +172,9 @@ func sliceOf(vol *nifti.Volume, mask []bool, z, t int) []float64 {
 
 // figures draws the dMRI figures of the report from the written maps, and
 // the fibre-count summary.
-func (r *DMRIResult) figures(out string, scan *dmri.Scan) error {
+func (r *DMRIResult) figures(out string, scan *dmrifit.Scan) error {
 	read := func(name string) (*nifti.Volume, error) {
-		v, err := nifti.Read(filepath.Join(out, dmriDir, name+dmri.OutputExt))
+		v, err := nifti.Read(filepath.Join(out, dmriDir, name+dmrifit.OutputExt))
 		if err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
 		}

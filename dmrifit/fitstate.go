@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ type FitState struct {
 	// Batches are the complete batches found when the file was opened,
 	// in order; Done is the number of voxels they cover (batches always
 	// start where the previous one ended).
-	Batches []*Batch
+	Batches []*Result
 	Done    int
 }
 
@@ -46,7 +46,7 @@ type FitState struct {
 // replaced, as it is when fresh is set and the key matches. The
 // complete records are decoded into Batches; a torn last record is cut
 // off.
-func OpenFitState(path string, key []byte, shape BatchShape, fresh bool) (*FitState, error) {
+func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitState, error) {
 	key = bytes.TrimSpace(key)
 	if bytes.ContainsRune(key, '\n') {
 		return nil, errors.New("dmri: state key must be one line")
@@ -95,10 +95,10 @@ func OpenFitState(path string, key []byte, shape BatchShape, fresh bool) (*FitSt
 	return st, nil
 }
 
-// BatchShape gives the per-voxel sizes of a batch record.
-type BatchShape struct{ Samples, Models, Sticks int }
+// ResultShape gives the per-voxel sizes of a batch record.
+type ResultShape struct{ Samples, Models, Sticks int }
 
-func (sh BatchShape) payload(n int) int {
+func (sh ResultShape) payload(n int) int {
 	// ModelProb, ModelMass, F/θ/φ per stick, D, DStd, ESS, PPRMSE and the
 	// four correction diagnostics as float32, Active as bytes.
 	floats := n*sh.Models + n + 3*sh.Sticks*n*sh.Samples + 2*n*sh.Samples + 6*n
@@ -107,7 +107,7 @@ func (sh BatchShape) payload(n int) int {
 
 // decode reads complete, contiguous records from data and returns the
 // number of bytes they span.
-func (st *FitState) decode(data []byte, sh BatchShape) int {
+func (st *FitState) decode(data []byte, sh ResultShape) int {
 	off := 0
 	for len(data)-off >= 16 {
 		h := data[off : off+16]
@@ -134,7 +134,7 @@ func (st *FitState) decode(data []byte, sh BatchShape) int {
 }
 
 // Append writes b as a record and syncs the file.
-func (st *FitState) Append(b *Batch) error {
+func (st *FitState) Append(b *Result) error {
 	if b.Start != st.Done {
 		return fmt.Errorf("dmri: batch starts at voxel %d, the state ends at %d", b.Start, st.Done)
 	}
@@ -168,7 +168,7 @@ func (st *FitState) Remove() error {
 	return nil
 }
 
-func (b *Batch) arrays() [][]float32 {
+func (b *Result) arrays() [][]float32 {
 	a := [][]float32{b.ModelProb, b.ModelMass}
 	for i := range b.Sticks {
 		a = append(a, b.F[i], b.Theta[i], b.Phi[i])
@@ -176,7 +176,7 @@ func (b *Batch) arrays() [][]float32 {
 	return append(a, b.D, b.DStd, b.ESS, b.PPRMSE, b.CorrESS, b.CorrSteps, b.CorrLogZSE, b.CorrFailed)
 }
 
-func (b *Batch) marshal() []byte {
+func (b *Result) marshal() []byte {
 	var w bytes.Buffer
 	bw := bufio.NewWriter(&w)
 	var buf [4]byte
@@ -199,7 +199,7 @@ func (b *Batch) marshal() []byte {
 	return w.Bytes()
 }
 
-func (b *Batch) unmarshal(p []byte) {
+func (b *Result) unmarshal(p []byte) {
 	off := 0
 	for _, arr := range b.arrays() {
 		for k := range arr {

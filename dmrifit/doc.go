@@ -1,4 +1,7 @@
-// Package dmri is prism's diffusion-MRI voxel pipeline: it loads a scan (a
+// Package dmrifit fits a trained posterior to every voxel of a diffusion
+// MRI scan and writes BedpostX-style and prism maps. (The models
+// themselves, ball-and-sticks and the others, are the families of package
+// family/dmri.) It loads a scan (a
 // 4-D NIfTI image with its FSL bval/bvec gradient table and an optional
 // brain mask), preprocesses it as the PRISM reference code does,
 // writes per-voxel posterior samples of
@@ -15,7 +18,7 @@
 //     b0 ≤ 0 or any non-finite value are skipped and counted by reason.
 //     b-values are not rounded and volumes are not reordered (see
 //     docs/families/dmri.md).
-//   - Posterior holds samples per voxel (f, θ, φ per stick; d, d_std, S0);
+//   - StickSamples holds samples per voxel (f, θ, φ per stick; d, d_std, S0);
 //     WriteBedpostX writes merged_*/mean_* samples, dyads, dispersions and
 //     nodif_brain_mask with the input's geometry.
 //   - Fitter (`prism dmri fit`, docs/dmri.md) fits a trained PRISM network
@@ -55,4 +58,4 @@
 // probtrackx reads. No flip is applied on output, except for the
 // MRtrix-style peaks, which are mapped to world coordinates
 // (PeakDirection). docs/dmri.md has the details.
-package dmri
+package dmrifit

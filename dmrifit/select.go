@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"context"
@@ -392,7 +392,7 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	var maps []string
 	if len(ft.Sticks) > 0 {
 		n := len(ft.Sticks)
-		p, err := stickPosterior(s.Voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
+		p, err := stickSamples(s.Voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
 		if err != nil {
 			return err
 		}

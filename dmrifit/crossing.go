@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"fmt"
@@ -227,12 +227,12 @@ func median(x []float64) float64 {
 // EvaluateCrossing summarises the fit b of the phantom's scan of protocol
 // proto (b.N voxels, in scan order) with the fitter's model list, one
 // cell per SNR and angle.
-func EvaluateCrossing(ph *CrossingPhantom, proto string, b *Batch, models []Model) ([]CrossingCell, error) {
+func EvaluateCrossing(ph *CrossingPhantom, proto string, b *Result, models []Model) ([]CrossingCell, error) {
 	truth := ph.Truth[proto]
 	if b.N != len(truth) {
 		return nil, fmt.Errorf("dmri: fit of %d voxels for a phantom protocol of %d", b.N, len(truth))
 	}
-	p, err := b.Posterior(ph.Scans[proto].Voxels)
+	p, err := b.StickSamples(ph.Scans[proto].Voxels)
 	if err != nil {
 		return nil, err
 	}

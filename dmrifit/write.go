@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ const OutputExt = ".nii.gz"
 //	    4-D, one volume per sample: θ ∈ [0, π/2], φ ∈ (−π, π], f
 //	mean_f{i}samples   posterior mean fraction
 //	dyads{i}           4-D, 3 volumes: x, y, z of the principal axis of the
-//	                   mean dyadic tensor (Posterior.Dyad), z ≥ 0
+//	                   mean dyadic tensor (StickSamples.Dyad), z ≥ 0
 //	dyads{i}_dispersion  1 − its largest eigenvalue
 //	mean_th{i}samples, mean_ph{i}samples  θ and φ of dyads{i}
 //
 // and mean_dsamples, mean_d_stdsamples, mean_S0samples (posterior means)
 // and nodif_brain_mask (uint8, the brain mask given). Vectors are in the
 // frame of the input b-vectors (FSL's convention for FSL tables).
-func WriteBedpostX(dir string, ref *nifti.Header, mask []bool, p *Posterior) error {
+func WriteBedpostX(dir string, ref *nifti.Header, mask []bool, p *StickSamples) error {
 	nx, ny, nz := int(ref.Dim[1]), int(ref.Dim[2]), int(ref.Dim[3])
 	nv := nx * ny * nz
 	if len(mask) != nv {

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"crypto/sha256"
@@ -262,13 +262,13 @@ func WeightsHash(p *posterior.Posterior) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Batch holds the fit of n consecutive voxels of a scan. Per-sample
+// Result holds the fit of n consecutive voxels of a scan. Per-sample
 // quantities of voxel v are at [v*Samples+s]; the sticks of every sample
 // are assigned to slots so that each slot follows one fibre across the
 // samples (alignSticks, relabel.go), and the slots are ordered by
 // decreasing mean fraction, as BedpostX orders its sticks; a stick absent
 // from a sample has f = 0 and Active false there.
-type Batch struct {
+type Result struct {
 	Start, N, Samples, Models, Sticks int
 
 	ModelProb []float32 // [v*Models+m]: q(M_m | x, λ) renormalised over the model list
@@ -287,8 +287,8 @@ type Batch struct {
 	CorrESS, CorrSteps, CorrLogZSE, CorrFailed []float32
 }
 
-func newBatch(start, n, samples, models, sticks int) *Batch {
-	b := &Batch{Start: start, N: n, Samples: samples, Models: models, Sticks: sticks,
+func newBatch(start, n, samples, models, sticks int) *Result {
+	b := &Result{Start: start, N: n, Samples: samples, Models: models, Sticks: sticks,
 		ModelProb: make([]float32, n*models), ModelMass: make([]float32, n),
 		D: make([]float32, n*samples), DStd: make([]float32, n*samples),
 		ESS: make([]float32, n), PPRMSE: make([]float32, n),
@@ -316,7 +316,7 @@ const maskStreamTag = 0x6669746d61736b // "fitmask"
 // its position in s.Voxels (θ streams, posterior.Options.Offset) and
 // its linear grid index (model draws), never on the batch: any batch
 // size gives identical results.
-func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
+func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 	if start < 0 || n < 1 || start+n > len(s.Voxels) {
 		return nil, fmt.Errorf("dmri: batch [%d, %d) outside the %d voxels", start, start+n, len(s.Voxels))
 	}

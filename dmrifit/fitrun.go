@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 const StateFile = ".prism-fit.state"
 
 // Shape returns the record shape of the fitter's batches.
-func (ft *Fitter) Shape() BatchShape {
-	return BatchShape{Samples: ft.set.Samples, Models: len(ft.Models), Sticks: ft.Sticks}
+func (ft *Fitter) Shape() ResultShape {
+	return ResultShape{Samples: ft.set.Samples, Models: len(ft.Models), Sticks: ft.Sticks}
 }
 
 // Fit fits every voxel of s in batches of Settings().BatchSize. Batches
@@ -27,7 +27,7 @@ func (ft *Fitter) Shape() BatchShape {
 // to st (when st is not nil) before the next starts. progress, if not
 // nil, is called after each batch with the number of voxels done. A
 // cancelled ctx stops after the current batch with ctx.Err().
-func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(done int)) (*Batch, error) {
+func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(done int)) (*Result, error) {
 	total := len(s.Voxels)
 	if total == 0 {
 		return nil, fmt.Errorf("dmri: no voxel to fit")
@@ -64,7 +64,7 @@ func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(
 		defer kernels.UnlimitParallelism(1)
 	}
 	type result struct {
-		b   *Batch
+		b   *Result
 		err error
 	}
 	results := make([]chan result, nb)
@@ -137,7 +137,7 @@ func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(
 }
 
 // place copies batch b into the whole-scan batch a.
-func (a *Batch) place(b *Batch) {
+func (a *Result) place(b *Result) {
 	S, M := a.Samples, a.Models
 	copy(a.ModelProb[b.Start*M:], b.ModelProb)
 	copy(a.ModelMass[b.Start:], b.ModelMass)
@@ -157,18 +157,18 @@ func (a *Batch) place(b *Batch) {
 	}
 }
 
-// Posterior converts a whole-scan batch into a Posterior for
+// StickSamples converts a whole-scan result into a StickSamples for
 // WriteBedpostX. Samples in which a stick is absent keep f = 0 and get
 // the stick's dyad (the principal axis over the samples where it is
 // present) as θ, φ, so that tools reading merged_th/ph samples without
-// looking at f still see a meaningful axis; Posterior.Dyad ignores them.
+// looking at f still see a meaningful axis; StickSamples.Dyad ignores them.
 // S0 is 1 (the b3s signal is relative to b0).
-func (a *Batch) Posterior(voxels []int) (*Posterior, error) {
+func (a *Result) StickSamples(voxels []int) (*StickSamples, error) {
 	if len(voxels) != a.N {
 		return nil, fmt.Errorf("dmri: %d voxels for a fit of %d", len(voxels), a.N)
 	}
 	n := a.Sticks
-	p, err := stickPosterior(voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
+	p, err := stickSamples(voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +177,12 @@ func (a *Batch) Posterior(voxels []int) (*Posterior, error) {
 	return p, nil
 }
 
-// stickPosterior builds the Posterior of per-stick samples (f, θ, φ,
+// stickSamples builds the StickSamples of per-stick samples (f, θ, φ,
 // active per stick, [voxel·S + sample]) with S0 = 1; samples in which a
-// stick is absent get the stick's dyad as θ, φ (see Batch.Posterior). The
+// stick is absent get the stick's dyad as θ, φ (see Result.StickSamples). The
 // diffusivities are the caller's to fill.
-func stickPosterior(voxels []int, S int, f, theta, phi [][]float32, active [][]bool) (*Posterior, error) {
-	p, err := NewPosterior(voxels, len(f), S)
+func stickSamples(voxels []int, S int, f, theta, phi [][]float32, active [][]bool) (*StickSamples, error) {
+	p, err := NewStickSamples(voxels, len(f), S)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func stickPosterior(voxels []int, S int, f, theta, phi [][]float32, active [][]b
 
 // NFibresProb returns P(number of sticks = k | x), k = 0 … Sticks, of
 // voxel v from the model probabilities.
-func (a *Batch) NFibresProb(v int, models []Model) []float64 {
+func (a *Result) NFibresProb(v int, models []Model) []float64 {
 	out := make([]float64, a.Sticks+1)
 	for m, mod := range models {
 		out[mod.Sticks] += float64(a.ModelProb[v*a.Models+m])
@@ -218,7 +218,7 @@ func (a *Batch) NFibresProb(v int, models []Model) []float64 {
 }
 
 // MAPModel returns the index into models of voxel v's most probable model.
-func (a *Batch) MAPModel(v int) int {
+func (a *Result) MAPModel(v int) int {
 	p := a.ModelProb[v*a.Models : (v+1)*a.Models]
 	best := 0
 	for m := range p {
@@ -254,8 +254,8 @@ type ModelSidecar struct {
 //	               correction failed its diagnostics
 //	peaks          4-D, 3 volumes per stick: MRtrix-style peaks, the dyad
 //	               in scanner (world) coordinates scaled by its mean f
-func (ft *Fitter) WriteFit(dir string, s *Scan, a *Batch) error {
-	p, err := a.Posterior(s.Voxels)
+func (ft *Fitter) WriteFit(dir string, s *Scan, a *Result) error {
+	p, err := a.StickSamples(s.Voxels)
 	if err != nil {
 		return err
 	}

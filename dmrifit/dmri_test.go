@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"encoding/json"
@@ -179,7 +179,7 @@ func TestAutoMask(t *testing.T) {
 // samplePosterior builds a one-voxel-per-case posterior with known dyads.
 func TestDyadAndDispersion(t *testing.T) {
 	const S = 200
-	p, err := NewPosterior([]int{0, 1, 2}, 1, S)
+	p, err := NewStickSamples([]int{0, 1, 2}, 1, S)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestDyadAndDispersion(t *testing.T) {
 }
 
 func TestSortByMeanFraction(t *testing.T) {
-	p, _ := NewPosterior([]int{5}, 3, 2)
+	p, _ := NewStickSamples([]int{5}, 3, 2)
 	for i, f := range []float32{0.1, 0.5, 0.3} {
 		p.F[i][0], p.F[i][1] = f, f
 		p.Theta[i][0], p.Theta[i][1] = float32(i), float32(i)
@@ -250,7 +250,7 @@ func TestWriteReadCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	const S = 4
-	p, _ := NewPosterior(s.Voxels, 2, S)
+	p, _ := NewStickSamples(s.Voxels, 2, S)
 	for v := range s.Voxels {
 		for k := 0; k < S; k++ {
 			o := v*S + k
@@ -480,7 +480,7 @@ func TestCompareRefusesOtherGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := NewPosterior(s.Voxels, 1, 2)
+	p, _ := NewStickSamples(s.Voxels, 1, 2)
 	for i := range p.F[0] {
 		p.F[0][i], p.Theta[0][i], p.D[i] = 0.5, 0.3, 1e-3
 	}

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"fmt"
@@ -11,14 +11,14 @@ import (
 // MaxFibres is the largest number of sticks in a BedpostX-layout folder.
 const MaxFibres = 3
 
-// Posterior holds posterior samples of the ball-and-sticks parameters for
+// StickSamples holds posterior samples of the ball-and-sticks parameters for
 // a set of voxels: for voxel v (an index into Voxels) and sample s the
 // value of a per-voxel quantity is at [v*Samples+s]. Directions are unit
 // axes given by θ (polar) and φ (azimuth) in the b-vectors' frame; f is
 // the stick's signal fraction; D and DStd are the diffusivity's mean and
 // standard deviation (mm²/s); S0 the fitted non-diffusion signal relative
 // to the b0 the data were divided by (all 1 when a method has no S0).
-type Posterior struct {
+type StickSamples struct {
 	Fibres  int
 	Samples int
 	Voxels  []int // linear grid indices, as Scan.Voxels
@@ -35,9 +35,9 @@ type Posterior struct {
 	Active [MaxFibres][]bool
 }
 
-// NewPosterior allocates a zero posterior for the voxels (linear grid
+// NewStickSamples allocates a zero posterior for the voxels (linear grid
 // indices) with the given numbers of sticks and samples.
-func NewPosterior(voxels []int, fibres, samples int) (*Posterior, error) {
+func NewStickSamples(voxels []int, fibres, samples int) (*StickSamples, error) {
 	if fibres < 1 || fibres > MaxFibres {
 		return nil, fmt.Errorf("dmri: %d fibres, want 1..%d", fibres, MaxFibres)
 	}
@@ -45,7 +45,7 @@ func NewPosterior(voxels []int, fibres, samples int) (*Posterior, error) {
 		return nil, fmt.Errorf("dmri: %d samples, want ≥ 1", samples)
 	}
 	n := len(voxels) * samples
-	p := &Posterior{Fibres: fibres, Samples: samples, Voxels: voxels,
+	p := &StickSamples{Fibres: fibres, Samples: samples, Voxels: voxels,
 		D: make([]float32, n), DStd: make([]float32, n), S0: make([]float32, n)}
 	for i := 0; i < fibres; i++ {
 		p.F[i] = make([]float32, n)
@@ -56,7 +56,7 @@ func NewPosterior(voxels []int, fibres, samples int) (*Posterior, error) {
 }
 
 // Dir returns the unit direction of stick i in sample s of voxel v.
-func (p *Posterior) Dir(i, v, s int) [3]float64 {
+func (p *StickSamples) Dir(i, v, s int) [3]float64 {
 	k := v*p.Samples + s
 	st, ct := math.Sincos(float64(p.Theta[i][k]))
 	sp, cp := math.Sincos(float64(p.Phi[i][k]))
@@ -69,7 +69,7 @@ func (p *Posterior) Dir(i, v, s int) [3]float64 {
 // tensor has trace 1: 0 when every sample has the same axis, 2/3 for
 // uniformly spread axes). When the stick is present in no sample the
 // direction is the zero vector and the dispersion 1.
-func (p *Posterior) Dyad(i, v int) (dir [3]float64, dispersion float64) {
+func (p *StickSamples) Dyad(i, v int) (dir [3]float64, dispersion float64) {
 	var T [9]float64
 	count := 0
 	for s := 0; s < p.Samples; s++ {
@@ -105,14 +105,14 @@ func (p *Posterior) Dyad(i, v int) (dir [3]float64, dispersion float64) {
 }
 
 // MeanF returns the posterior mean fraction of stick i in voxel v.
-func (p *Posterior) MeanF(i, v int) float64 {
+func (p *StickSamples) MeanF(i, v int) float64 {
 	return meanOf(p.F[i][v*p.Samples : (v+1)*p.Samples])
 }
 
 // SortByMeanFraction relabels the sticks of every voxel by decreasing
 // posterior mean fraction, keeping each stick's samples together (the
 // labelling BedpostX uses).
-func (p *Posterior) SortByMeanFraction() {
+func (p *StickSamples) SortByMeanFraction() {
 	S := p.Samples
 	idx := make([]int, p.Fibres)
 	tmp := make([]float32, 3*p.Fibres*S)

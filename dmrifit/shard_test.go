@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"os"
@@ -80,7 +80,7 @@ func TestMergeShardsReportsMissing(t *testing.T) {
 	os.WriteFile(Shard{1, 3}.StatePath(dir), []byte(stateMagicLine+"k\n"), 0o644)
 	os.WriteFile(Shard{2, 3}.PartPath(dir), []byte(stateMagicLine+"k\n"), 0o644)
 	state := filepath.Join(dir, StateFile)
-	err := MergeShards(dir, state, []byte("k"), BatchShape{Samples: 1, Models: 1, Sticks: 1}, 10, 3)
+	err := MergeShards(dir, state, []byte("k"), ResultShape{Samples: 1, Models: 1, Sticks: 1}, 10, 3)
 	if err == nil || !strings.Contains(err.Error(), "shard 0/3 not started") || !strings.Contains(err.Error(), "shard 1/3 unfinished") || strings.Contains(err.Error(), "2/3") {
 		t.Errorf("error %v", err)
 	}
@@ -93,7 +93,7 @@ func TestMergeShardsReportsMissing(t *testing.T) {
 func TestReadShardPartRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.part")
 	os.WriteFile(path, []byte(stateMagicLine+"key\n"), 0o644)
-	sh := BatchShape{Samples: 1, Models: 1, Sticks: 1}
+	sh := ResultShape{Samples: 1, Models: 1, Sticks: 1}
 	if _, err := ReadShardPart(path, []byte("other"), sh, 4); err == nil || !strings.Contains(err.Error(), "another fit") {
 		t.Errorf("other key: %v", err)
 	}

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"math"
@@ -119,7 +119,7 @@ func TestPeakDirection(t *testing.T) {
 // TestDyadActive: samples in which the stick is absent do not enter the
 // dyad; with none present the dyad is zero and the dispersion 1.
 func TestDyadActive(t *testing.T) {
-	p, _ := NewPosterior([]int{0, 1}, 1, 4)
+	p, _ := NewStickSamples([]int{0, 1}, 1, 4)
 	p.Active[0] = make([]bool, 8)
 	// Voxel 0: two present samples along z, two absent ones along x.
 	for s, th := range []float32{0, 0, math.Pi / 2, math.Pi / 2} {
@@ -139,7 +139,7 @@ func TestDyadActive(t *testing.T) {
 // record and garbage after it are cut off, appending continues where
 // the good records end, and another key is refused unless fresh.
 func TestFitStateRoundTrip(t *testing.T) {
-	sh := BatchShape{Samples: 3, Models: 4, Sticks: 2}
+	sh := ResultShape{Samples: 3, Models: 4, Sticks: 2}
 	path := filepath.Join(t.TempDir(), StateFile)
 	key := []byte(`{"a":1}`)
 	st, err := OpenFitState(path, key, sh, false)
@@ -147,7 +147,7 @@ func TestFitStateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 3))
-	fill := func(start, n int) *Batch {
+	fill := func(start, n int) *Result {
 		b := newBatch(start, n, sh.Samples, sh.Models, sh.Sticks)
 		for _, a := range b.arrays() {
 			for k := range a {
@@ -162,7 +162,7 @@ func TestFitStateRoundTrip(t *testing.T) {
 		return b
 	}
 	b0, b1 := fill(0, 2), fill(2, 3)
-	for _, b := range []*Batch{b0, b1} {
+	for _, b := range []*Result{b0, b1} {
 		if err := st.Append(b); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestFitStateRoundTrip(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Size() != good.Size() {
 		t.Errorf("torn record not cut: %d bytes, want %d", fi.Size(), good.Size())
 	}
-	for k, want := range []*Batch{b0, b1} {
+	for k, want := range []*Result{b0, b1} {
 		got := st.Batches[k]
 		ga, wa := got.arrays(), want.arrays()
 		for a := range wa {

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"math"
@@ -157,7 +157,7 @@ func (a *alignScratch) bestPerm(s, slots int, models *[MaxFibres]slotModel, full
 // holding a well-defined fibre claims only sticks near its axis with a
 // fraction like its own, while a diffuse slot (a weak, poorly determined
 // second stick) does not steal the main fibre's samples.
-func (b *Batch) alignSticks(v int, a *alignScratch) {
+func (b *Result) alignSticks(v int, a *alignScratch) {
 	S, K := b.Samples, b.Sticks
 	if K < 2 {
 		return

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"bytes"
@@ -223,7 +223,7 @@ func syncDir(dir string) error {
 
 // ReadShardPart reads a finished part: it must start with the shard's key
 // and hold exactly the shard's voxels in complete records.
-func ReadShardPart(path string, key []byte, shape BatchShape, n int) ([]*Batch, error) {
+func ReadShardPart(path string, key []byte, shape ResultShape, n int) ([]*Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("dmri: %w", err)
@@ -243,7 +243,7 @@ func ReadShardPart(path string, key []byte, shape BatchShape, n int) ([]*Batch, 
 // MergeShards writes the whole-scan FitState at statePath (key fitKey)
 // from the count finished parts in dir/ShardsDir of a scan of total
 // voxels, shard by shard. It reports every missing or damaged part.
-func MergeShards(dir, statePath string, fitKey []byte, shape BatchShape, total, count int) error {
+func MergeShards(dir, statePath string, fitKey []byte, shape ResultShape, total, count int) error {
 	var problems []string
 	for i := range count {
 		sh := Shard{Index: i, Count: count}

@@ -1,4 +1,4 @@
-package dmri
+package dmrifit
 
 import (
 	"math"
@@ -96,7 +96,7 @@ func TestAlignSticksUndoesLabelSwitching(t *testing.T) {
 			t.Fatal("slot 3 filled although no sample has three sticks")
 		}
 	}
-	p, err := b.Posterior([]int{0})
+	p, err := b.StickSamples([]int{0})
 	if err != nil {
 		t.Fatal(err)
 	}
