@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	fdmri "github.com/prismsbi/prism/family/dmri"
-	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/posterior"
 	"github.com/prismsbi/prism/train"
@@ -58,9 +57,4 @@ func BenchmarkFitBatch(b *testing.B) {
 			b.ReportMetric((cpuSeconds()-cpu)/float64(n*b.N), "cpu-s/voxel")
 		})
 	}
-}
-
-func cpuSeconds() float64 {
-	s, _ := cputime.Seconds()
-	return s
 }

@@ -365,8 +365,10 @@ func TestDMRIFitResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := json.Marshal(fitStateKey{Lambda: set.Lambda, Samples: 5, Steps: 3, Solver: set.Solver, Seed: set.Seed,
-		Weights: dmrifit.WeightsHash(post), Data: scanHash(scan), Voxels: len(scan.Voxels), Output: dmrifit.OutputVersion})
+	key, err := dmrifit.StateKey(set, dmrifit.WeightsHash(post), scan)
+	if err != nil {
+		t.Fatal(err)
+	}
 	part := filepath.Join(dir, "part")
 	os.MkdirAll(part, 0o755)
 	statePath := filepath.Join(part, dmrifit.StateFile)
