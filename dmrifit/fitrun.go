@@ -265,19 +265,7 @@ func (ft *Fitter) WriteFit(dir string, s *Scan, a *Result) error {
 	nx, ny, nz := s.Nx, s.Ny, s.Nz
 	nv := nx * ny * nz
 	write := func(name string, dt nifti.Datatype, vols int, fill func(vol *nifti.Volume)) error {
-		dims := []int{nx, ny, nz}
-		if vols > 1 {
-			dims = append(dims, vols)
-		}
-		vol, err := nifti.NewLike(s.Ref, dt, dims...)
-		if err != nil {
-			return fmt.Errorf("dmri: %s: %w", name, err)
-		}
-		fill(vol)
-		if err := nifti.Write(filepath.Join(dir, name+OutputExt), vol); err != nil {
-			return fmt.Errorf("dmri: %w", err)
-		}
-		return nil
+		return s.writeMap(dir, name, dt, vols, fill)
 	}
 	M := len(ft.Models)
 	if err := write("model_prob", nifti.Float32, M, func(vol *nifti.Volume) {

@@ -226,14 +226,55 @@ func (r *run) begin(settings any) (func(), error) {
 	return release, nil
 }
 
-// fitted records the fit's timings after fitting n voxels in this run.
-func (r *run) fitted(fitStart time.Time, cpuStart float64, n int) {
+// setUp builds the run's fitter with newFitter (NewFitter or
+// NewSelectFitter) and returns it with the network's weights hash; both
+// count with the network's loading in the "checkpoint" timing.
+func setUp[F any](r *run, newFitter func(*posterior.Posterior, FitSettings) (F, error)) (F, string, error) {
+	start := time.Now()
+	ft, err := newFitter(r.post, r.set)
+	if err != nil {
+		return ft, "", fmt.Errorf("%s: %w", r.source(), err)
+	}
+	weights := WeightsHash(r.post)
+	r.cfg.Timings["checkpoint"] += time.Since(start).Seconds()
+	return ft, weights, nil
+}
+
+// massSummary summarises the model posterior's normalisation in run.json:
+// the mean over voxels of Σ q(M | x, λ) over the model list before
+// renormalising (the rest went to masks outside the prior's support), and
+// the number of voxels where it is below 0.5.
+type massSummary struct {
+	MeanModelMass      float64 `json:"mean_model_mass"`
+	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
+}
+
+func summariseMass(mass []float32) massSummary {
+	return massSummary{MeanModelMass: meanF32(mass), ModelMassBelowHalf: belowHalf(mass)}
+}
+
+// fit runs fit with the progress of the scan's voxels, resumed of them
+// done before, and records its timings; a cancelled fit is the error
+// interrupted.
+func (r *run) fit(resumed int, interrupted string, fit func(progress func(done int)) error) error {
+	nv := len(r.scan.Voxels)
+	fitStart, cpuStart := time.Now(), cpuSeconds()
+	bar := progress.Begin(r.cfg.Progress, "dmri fit", nv, resumed)
+	err := fit(bar.Update)
+	bar.Finish()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New(interrupted)
+		}
+		return err
+	}
 	fitTime := time.Since(fitStart).Seconds()
 	r.info.Timings["fit"] = fitTime
 	r.info.Timings["fit_cpu"] = cpuSeconds() - cpuStart
-	if n > 0 {
-		r.info.VoxelsPerSecond = float64(n) / fitTime
+	if nv > resumed {
+		r.info.VoxelsPerSecond = float64(nv-resumed) / fitTime
 	}
+	return nil
 }
 
 // finish writes run.json (record) after the maps, whose writing began at
@@ -253,12 +294,8 @@ func (r *run) finish(record any, writeStart time.Time, n int) error {
 // summaries of the model posterior's normalisation and the ESS.
 type fitRecord struct {
 	*RunInfo
-	// MeanModelMass is the mean over voxels of Σ q(M | x, λ) over the
-	// model list before renormalising (the rest went to masks outside
-	// the prior's support); ModelMassBelowHalf counts voxels below 0.5.
-	MeanModelMass      float64 `json:"mean_model_mass"`
-	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
-	MedianESS          float64 `json:"median_ess,omitempty"`
+	massSummary
+	MedianESS float64 `json:"median_ess,omitempty"`
 	// With --correct: voxels whose correction failed its diagnostics, and
 	// the medians of the correct_ess and correct_logz_se maps.
 	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
@@ -269,18 +306,14 @@ type fitRecord struct {
 // ballAndSticks is Run for a ball-and-sticks family.
 func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 	s, scan := r.set, r.scan
-	ckStart := time.Now()
-	fitter, err := NewFitter(r.post, s)
+	fitter, weights, err := setUp(r, NewFitter)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.source(), err)
+		return nil, err
 	}
-	weights := WeightsHash(r.post)
 	key, err := StateKey(s, weights, scan)
 	if err != nil {
 		return nil, err
 	}
-	// The fitter's set-up counts with the network's loading.
-	r.cfg.Timings["checkpoint"] += time.Since(ckStart).Seconds()
 	if r.cfg.Shard != nil {
 		return nil, r.shard(ctx, fitter, key)
 	}
@@ -303,22 +336,19 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
 	}
 
-	fitStart, cpuStart := time.Now(), cpuSeconds()
-	bar := progress.Begin(r.cfg.Progress, "dmri fit", nv, resumed)
-	all, err := fitter.Fit(ctx, scan, st, bar.Update)
-	bar.Finish()
+	var all *Result
+	err = r.fit(resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches", func(progress func(int)) (err error) {
+		all, err = fitter.Fit(ctx, scan, st, progress)
+		return err
+	})
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("interrupted; %s keeps the finished batches", filepath.Join(r.cfg.Out, StateFile))
-		}
 		return nil, err
 	}
-	r.fitted(fitStart, cpuStart, nv-resumed)
 	writeStart := time.Now()
 	if err := fitter.WriteFit(r.cfg.Out, scan, all); err != nil {
 		return nil, err
 	}
-	rec := fitRecord{RunInfo: r.info, ModelMassBelowHalf: belowHalf(all.ModelMass), MeanModelMass: meanF32(all.ModelMass), MedianESS: medianF32(all.ESS)}
+	rec := fitRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianESS: medianF32(all.ESS)}
 	if correctKey(s.Correct) != "" {
 		failed := 0
 		for _, f := range all.CorrFailed {
@@ -366,22 +396,18 @@ type selectionSettings struct {
 // selectionRecord is run.json of a model-selection fit.
 type selectionRecord struct {
 	*RunInfo
-	MeanModelMass      float64 `json:"mean_model_mass"`
-	ModelMassBelowHalf int     `json:"voxels_model_mass_below_half"`
-	MedianPPRMSE       float64 `json:"median_pp_rmse"`
+	massSummary
+	MedianPPRMSE float64 `json:"median_pp_rmse"`
 }
 
 // selection is Run for a dMRI family that is not ball-and-sticks: the
 // model-selection maps of SelectFitter, in one pass (no resumable state).
 func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	s, scan := r.set, r.scan
-	ckStart := time.Now()
-	ft, err := NewSelectFitter(r.post, s)
+	ft, weights, err := setUp(r, NewSelectFitter)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.source(), err)
+		return nil, err
 	}
-	weights := WeightsHash(r.post)
-	r.cfg.Timings["checkpoint"] += time.Since(ckStart).Seconds()
 	release, err := r.begin(selectionSettings{FitSettings: s, Checkpoint: r.cfg.Checkpoint, Model: r.cfg.Model, Family: ft.Family().Name(),
 		WeightsSHA: weights, Models: len(ft.Models), Classes: len(ft.Classes), Sticks: len(ft.Sticks)})
 	if err != nil {
@@ -392,22 +418,19 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
 
-	fitStart, cpuStart := time.Now(), cpuSeconds()
-	bar := progress.Begin(r.cfg.Progress, "dmri fit", nv, 0)
-	all, err := ft.Fit(ctx, scan, bar.Update)
-	bar.Finish()
+	var all *Selection
+	err = r.fit(0, "interrupted; no output written", func(progress func(int)) (err error) {
+		all, err = ft.Fit(ctx, scan, progress)
+		return err
+	})
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, errors.New("interrupted; no output written")
-		}
 		return nil, err
 	}
-	r.fitted(fitStart, cpuStart, nv)
 	writeStart := time.Now()
 	if err := ft.WriteSelection(r.cfg.Out, scan, all); err != nil {
 		return nil, err
 	}
-	rec := selectionRecord{RunInfo: r.info, MeanModelMass: meanF32(all.ModelMass), ModelMassBelowHalf: belowHalf(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
+	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
 	if err := r.finish(rec, writeStart, nv); err != nil {
 		return nil, err
 	}

@@ -405,17 +405,8 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	nx, ny, nz := s.Nx, s.Ny, s.Nz
 	nv := nx * ny * nz
 	write := func(name string, dt nifti.Datatype, vols int, fill func(vol *nifti.Volume)) error {
-		dims := []int{nx, ny, nz}
-		if vols > 1 {
-			dims = append(dims, vols)
-		}
-		vol, err := nifti.NewLike(s.Ref, dt, dims...)
-		if err != nil {
-			return fmt.Errorf("dmri: %s: %w", name, err)
-		}
-		fill(vol)
-		if err := nifti.Write(filepath.Join(dir, name+OutputExt), vol); err != nil {
-			return fmt.Errorf("dmri: %w", err)
+		if err := s.writeMap(dir, name, dt, vols, fill); err != nil {
+			return err
 		}
 		maps = append(maps, name+OutputExt)
 		return nil

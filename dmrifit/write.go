@@ -128,3 +128,21 @@ func WriteBedpostX(dir string, ref *nifti.Header, mask []bool, p *StickSamples) 
 		}
 	})
 }
+
+// writeMap writes the image name (vols volumes on the scan's grid, of
+// type dt, zero but where fill sets it) into dir atomically (nifti.Write).
+func (s *Scan) writeMap(dir, name string, dt nifti.Datatype, vols int, fill func(vol *nifti.Volume)) error {
+	dims := []int{s.Nx, s.Ny, s.Nz}
+	if vols > 1 {
+		dims = append(dims, vols)
+	}
+	vol, err := nifti.NewLike(s.Ref, dt, dims...)
+	if err != nil {
+		return fmt.Errorf("dmri: %s: %w", name, err)
+	}
+	fill(vol)
+	if err := nifti.Write(filepath.Join(dir, name+OutputExt), vol); err != nil {
+		return fmt.Errorf("dmri: %w", err)
+	}
+	return nil
+}
