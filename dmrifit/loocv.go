@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/prismsbi/prism/dti"
-	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -176,86 +175,45 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 	per := max(1, 256/set.Samples)
 	size := (set.BatchSize + per - 1) / per * per
 	nb := (nv + size - 1) / size
-	type job struct{ h, start int }
-	jobs := make(chan job)
-	workers := min(runtime.GOMAXPROCS(0), nb*H)
-	if workers > 1 {
-		kernels.LimitParallelism(1)
-		defer kernels.UnlimitParallelism(1)
-	}
-	var (
-		mu       sync.Mutex
-		firstErr error
-		done     int
-		wg       sync.WaitGroup
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pred := make([]float64, N)
-			for jb := range jobs {
-				j := held[jb.h]
-				n := min(size, nv-jb.start)
-				d := dropVolume(s.Design, j)
-				obs := make([]posterior.Observation, n)
-				for v := range obs {
-					g := jb.start + v
-					obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
-				}
-				// Streams: per held-out volume and voxel position.
-				opt := posterior.Options{Seed: set.Seed ^ (uint64(j+1) << 40), Offset: uint64(jb.start)}
-				err := func() error {
-					masks, err := p.SampleMasksSupported(obs, set.Lambda, set.Samples, opt)
-					if err != nil {
-						return err
-					}
-					ts, err := p.SampleTheta(obs, masks, posterior.SampleOptions{Options: opt, Steps: set.Steps, Solver: solver})
-					if err != nil {
-						return err
-					}
-					for v := range n {
-						var sum float64
-						for k := range set.Samples {
-							f.Forward(s.Design, ts[v].Theta[k], masks[v][k], pred)
-							sum += pred[j]
-						}
-						l.Pred[(jb.start+v)*H+jb.h] = sum / float64(set.Samples)
-					}
-					return nil
-				}()
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
-				}
-				done += n
-				dn := done
-				mu.Unlock()
-				if progress != nil && err == nil {
-					progress(dn)
-				}
-			}
-		}()
-	}
-	func() {
-		defer close(jobs)
-		for h := range H {
-			for b := range nb {
-				mu.Lock()
-				stop := firstErr != nil
-				mu.Unlock()
-				if stop || ctx.Err() != nil {
-					return
-				}
-				jobs <- job{h, b * size}
-			}
+	// Jobs: every batch of every held-out volume, volume by volume.
+	err = parallelJobs(ctx, nb*H, func(i int) (int, error) {
+		h, start := i/nb, i%nb*size
+		j := held[h]
+		n := min(size, nv-start)
+		d := dropVolume(s.Design, j)
+		obs := make([]posterior.Observation, n)
+		for v := range obs {
+			g := start + v
+			obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
 		}
-	}()
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+		// Streams: per held-out volume and voxel position.
+		opt := posterior.Options{Seed: set.Seed ^ (uint64(j+1) << 40), Offset: uint64(start)}
+		err := func() error {
+			masks, err := p.SampleMasksSupported(obs, set.Lambda, set.Samples, opt)
+			if err != nil {
+				return err
+			}
+			ts, err := p.SampleTheta(obs, masks, posterior.SampleOptions{Options: opt, Steps: set.Steps, Solver: solver})
+			if err != nil {
+				return err
+			}
+			pred := make([]float64, N)
+			for v := range n {
+				var sum float64
+				for k := range set.Samples {
+					f.Forward(s.Design, ts[v].Theta[k], masks[v][k], pred)
+					sum += pred[j]
+				}
+				l.Pred[(start+v)*H+h] = sum / float64(set.Samples)
+			}
+			return nil
+		}()
+		if err != nil {
+			return n, fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
+		}
+		return n, nil
+	}, progress)
+	if err != nil {
 		return nil, err
 	}
 	return l, nil

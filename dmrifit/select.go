@@ -6,11 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"sync"
 
-	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
@@ -182,55 +179,13 @@ func (ft *SelectFitter) Fit(ctx context.Context, s *Scan, progress func(done int
 	a := ft.newSelection(total, s.Design.N)
 	size := ft.set.BatchSize
 	nb := (total + size - 1) / size
-	workers := min(runtime.GOMAXPROCS(0), nb)
-	if workers > 1 {
-		kernels.LimitParallelism(1)
-		defer kernels.UnlimitParallelism(1)
-	}
-	var (
-		mu       sync.Mutex
-		done     int
-		firstErr error
-		next     int
-		wg       sync.WaitGroup
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if firstErr != nil || next >= nb {
-					mu.Unlock()
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					firstErr = err
-					mu.Unlock()
-					return
-				}
-				i := next
-				next++
-				mu.Unlock()
-				at := i * size
-				n := min(size, total-at)
-				err := ft.fitBatch(s, at, n, a)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				done += n
-				d := done
-				mu.Unlock()
-				if err == nil && progress != nil {
-					progress(d)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := parallelJobs(ctx, nb, func(i int) (int, error) {
+		at := i * size
+		n := min(size, total-at)
+		return n, ft.fitBatch(s, at, n, a)
+	}, progress)
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }
