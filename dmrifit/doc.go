@@ -46,6 +46,12 @@
 //     Kubernetes Indexed Job); MergeShards joins the finished parts into
 //     the whole-scan FitState, from which WriteFit writes exactly the
 //     unsharded fit's files (docs/cohorts.md).
+//   - Run is the whole `prism dmri fit` (and `prism demo`) workflow over a
+//     loaded scan and network: folder lock, resumable state keyed by the
+//     settings and the weights and data hashes, timings, run.json, shards;
+//     RunDTI, RunLOOCV, RunSampler (`prism dmri mcmc`) and RunCrossing
+//     are those of the other commands, which only parse flags
+//     (cmd/prism) and draw progress with internal/progress.
 //   - Compare reads two output folders and summarises the agreement of
 //     dyads, fractions and fibre counts (JSON and PNG slice maps).
 //

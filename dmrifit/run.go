@@ -174,8 +174,9 @@ func (r *run) logf(format string, a ...any) {
 // batches of a ball-and-sticks fit in a resumable state (StateFile, keyed
 // by StateKey: settings, weights and data hashes) so that an interrupted
 // run continues, and records the inputs, settings, hashes and timings in
-// run.json. With cfg.Shard it fits one shard instead (runShard). A
-// cancelled ctx stops after the current batch.
+// run.json. With cfg.Shard it fits one shard instead (its own state and
+// ShardRecord in Out/shards; PrepareMerge joins them). A cancelled ctx
+// stops after the current batch.
 func Run(ctx context.Context, scan *Scan, post *posterior.Posterior, s FitSettings, cfg RunConfig) (*RunSummary, error) {
 	if len(scan.Voxels) == 0 {
 		return nil, fmt.Errorf("%s: no voxel to fit: %d voxels in the %s mask, all skipped%s", scan.Files.DWI, scan.MaskCount(), scan.MaskSource, SkipSummary(scan.Skipped))
@@ -254,8 +255,8 @@ func summariseMass(mass []float32) massSummary {
 }
 
 // fit runs fit with the progress of the scan's voxels, resumed of them
-// done before, and records its timings; a cancelled fit is the error
-// interrupted.
+// done before, and records its timings; a cancelled fit returns the
+// message interrupted (wrapping context.Canceled).
 func (r *run) fit(resumed int, interrupted string, fit func(progress func(done int)) error) error {
 	nv := len(r.scan.Voxels)
 	fitStart, cpuStart := time.Now(), cpuSeconds()
@@ -264,7 +265,7 @@ func (r *run) fit(resumed int, interrupted string, fit func(progress func(done i
 	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return errors.New(interrupted)
+			return interruptedError{interrupted, err}
 		}
 		return err
 	}
@@ -436,6 +437,16 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	}
 	return &RunSummary{Info: r.info, MeanModelMass: rec.MeanModelMass}, nil
 }
+
+// interruptedError says what an interrupted run left (msg) and wraps the
+// cancellation (err), so that callers can test for context.Canceled.
+type interruptedError struct {
+	msg string
+	err error
+}
+
+func (e interruptedError) Error() string { return e.msg }
+func (e interruptedError) Unwrap() error { return e.err }
 
 // correctKey is the correction method, "" for none.
 func correctKey(m string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,7 +70,7 @@ func TestRunResumes(t *testing.T) {
 		}
 	})
 	_, err = Run(ctx, scan, post, set, c)
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: error %v, want one saying interrupted", err)
 	}
 	if _, err := os.Stat(filepath.Join(c.Out, StateFile)); err != nil {

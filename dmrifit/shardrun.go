@@ -77,7 +77,7 @@ func (r *run) shard(ctx context.Context, fitter *Fitter, fitKey []byte) error {
 	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted; %s keeps the finished batches", sh.StatePath(out))
+			return interruptedError{fmt.Sprintf("interrupted; %s keeps the finished batches", sh.StatePath(out)), err}
 		}
 		return err
 	}
