@@ -10,9 +10,6 @@ import (
 	"testing"
 
 	fdmri "github.com/prismsbi/prism/family/dmri"
-	"github.com/prismsbi/prism/network"
-	"github.com/prismsbi/prism/posterior"
-	"github.com/prismsbi/prism/train"
 )
 
 // TestModelListB3S: b3s has 15 models (non-empty subsets of the four
@@ -234,21 +231,7 @@ func TestModelPosteriorMatchesFitBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := train.LoadConfig("../configs/b3s.yaml", "b3s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := network.New(fdmri.B3S(), cfg.Network, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, p := range net.Params().All() {
-		for i := range p.Data {
-			p.Data[i] += float32(0.3 * r.NormFloat64())
-		}
-	}
-	ft, err := NewFitter(posterior.New(net), FitSettings{Lambda: 0.4, Samples: 2, Steps: 2, Solver: "ab2", Seed: 3, BatchSize: 16})
+	ft, err := NewFitter(randomB3S(t), FitSettings{Lambda: 0.4, Samples: 2, Steps: 2, Solver: "ab2", Seed: 3, BatchSize: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,20 +254,21 @@ func summariseMass(mass []float32) massSummary {
 	return massSummary{MeanModelMass: meanF32(mass), ModelMassBelowHalf: belowHalf(mass)}
 }
 
-// fit runs fit with the progress of the scan's voxels, resumed of them
-// done before, and records its timings; a cancelled fit returns the
-// message interrupted (wrapping context.Canceled).
-func (r *run) fit(resumed int, interrupted string, fit func(progress func(done int)) error) error {
+// fitAndWrite runs fit with the progress of the scan's voxels, resumed
+// of them done before, records its timings and writes its result with
+// write; it returns the result and when the writing began. A cancelled
+// fit returns the message interrupted, wrapping context.Canceled.
+func fitAndWrite[R any](r *run, resumed int, interrupted string, fit func(progress func(done int)) (R, error), write func(R) error) (R, time.Time, error) {
 	nv := len(r.scan.Voxels)
 	fitStart, cpuStart := time.Now(), cpuSeconds()
 	bar := progress.Begin(r.cfg.Progress, "dmri fit", nv, resumed)
-	err := fit(bar.Update)
+	all, err := fit(bar.Update)
 	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return interruptedError{interrupted, err}
+			err = interruptedError{interrupted, err}
 		}
-		return err
+		return all, time.Time{}, err
 	}
 	fitTime := time.Since(fitStart).Seconds()
 	r.info.Timings["fit"] = fitTime
@@ -275,7 +276,8 @@ func (r *run) fit(resumed int, interrupted string, fit func(progress func(done i
 	if nv > resumed {
 		r.info.VoxelsPerSecond = float64(nv-resumed) / fitTime
 	}
-	return nil
+	writeStart := time.Now()
+	return all, writeStart, write(all)
 }
 
 // finish writes run.json (record) after the maps, whose writing began at
@@ -337,16 +339,10 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
 	}
 
-	var all *Result
-	err = r.fit(resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches", func(progress func(int)) (err error) {
-		all, err = fitter.Fit(ctx, scan, st, progress)
-		return err
-	})
+	all, writeStart, err := fitAndWrite(r, resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches",
+		func(progress func(int)) (*Result, error) { return fitter.Fit(ctx, scan, st, progress) },
+		func(all *Result) error { return fitter.WriteFit(r.cfg.Out, scan, all) })
 	if err != nil {
-		return nil, err
-	}
-	writeStart := time.Now()
-	if err := fitter.WriteFit(r.cfg.Out, scan, all); err != nil {
 		return nil, err
 	}
 	rec := fitRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianESS: medianF32(all.ESS)}
@@ -419,16 +415,10 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
 
-	var all *Selection
-	err = r.fit(0, "interrupted; no output written", func(progress func(int)) (err error) {
-		all, err = ft.Fit(ctx, scan, progress)
-		return err
-	})
+	all, writeStart, err := fitAndWrite(r, 0, "interrupted; no output written",
+		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, progress) },
+		func(all *Selection) error { return ft.WriteSelection(r.cfg.Out, scan, all) })
 	if err != nil {
-		return nil, err
-	}
-	writeStart := time.Now()
-	if err := ft.WriteSelection(r.cfg.Out, scan, all); err != nil {
 		return nil, err
 	}
 	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
