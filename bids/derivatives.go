@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
@@ -82,7 +82,7 @@ func WriteDatasetDescription(root, out, version string) error {
 // folder renamed into place), the BIDS maps with their sidecars and the
 // QC thumbnails of a fitted series, and returns the files written,
 // relative to out.
-func writeSeries(out string, s Series, scan *dmri.Scan, ft *dmri.Fitter, all *dmri.Batch, set Settings, weights string) ([]string, error) {
+func writeSeries(out string, s Series, scan *dmrifit.Scan, ft *dmrifit.Fitter, all *dmrifit.Result, set Settings, weights string) ([]string, error) {
 	dir := filepath.Join(out, s.RelDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bids: %w", err)
@@ -100,7 +100,7 @@ func writeSeries(out string, s Series, scan *dmri.Scan, ft *dmri.Fitter, all *dm
 	if err := os.Rename(tmp, bpx); err != nil {
 		return nil, fmt.Errorf("bids: %w", err)
 	}
-	outputs := []string{filepath.Join(BedpostXDir(s), "dyads1"+dmri.OutputExt)}
+	outputs := []string{filepath.Join(BedpostXDir(s), "dyads1"+dmrifit.OutputExt)}
 
 	source := "bids:raw:" + filepath.ToSlash(filepath.Join(s.RelDir, filepath.Base(s.DWI)))
 	sidecar := func(desc string) map[string]any {
@@ -124,7 +124,7 @@ func writeSeries(out string, s Series, scan *dmri.Scan, ft *dmri.Fitter, all *dm
 		}
 	}
 	put := func(src, name, desc string) error {
-		b, err := os.ReadFile(filepath.Join(bpx, src+dmri.OutputExt))
+		b, err := os.ReadFile(filepath.Join(bpx, src+dmrifit.OutputExt))
 		if err != nil {
 			return fmt.Errorf("bids: %w", err)
 		}
@@ -141,7 +141,7 @@ func writeSeries(out string, s Series, scan *dmri.Scan, ft *dmri.Fitter, all *dm
 		return nil
 	}
 	for _, m := range derivMaps {
-		if _, err := os.Stat(filepath.Join(bpx, m.src+dmri.OutputExt)); err != nil && m.optional {
+		if _, err := os.Stat(filepath.Join(bpx, m.src+dmrifit.OutputExt)); err != nil && m.optional {
 			continue
 		}
 		if err := put(m.src, MapName(s.Stem, m.param), m.desc); err != nil {

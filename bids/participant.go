@@ -12,14 +12,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/posterior"
 )
 
 // Settings configure a participant-level run.
 type Settings struct {
-	Fit       dmri.FitSettings
+	Fit       dmrifit.FitSettings
 	Posterior *posterior.Posterior
 	// Network names the network in records: "model:NAME" or a checkpoint path.
 	Network string
@@ -43,14 +43,14 @@ type Report struct {
 	Error  string `json:"error,omitempty"`
 	// Key identifies the inputs, settings and network of the fit: a
 	// rerun with the same key skips the series.
-	Key        string           `json:"key,omitempty"`
-	Family     string           `json:"family,omitempty"`
-	Network    string           `json:"network,omitempty"`
-	WeightsSHA string           `json:"weights_sha256,omitempty"`
-	Settings   dmri.FitSettings `json:"settings"`
-	MaskSource string           `json:"mask_source,omitempty"`
-	Grid       [3]int           `json:"grid"`
-	Volumes    int              `json:"volumes"`
+	Key        string              `json:"key,omitempty"`
+	Family     string              `json:"family,omitempty"`
+	Network    string              `json:"network,omitempty"`
+	WeightsSHA string              `json:"weights_sha256,omitempty"`
+	Settings   dmrifit.FitSettings `json:"settings"`
+	MaskSource string              `json:"mask_source,omitempty"`
+	Grid       [3]int              `json:"grid"`
+	Volumes    int                 `json:"volumes"`
 	// Voxels in the mask, fitted, and skipped by reason.
 	VoxelsInMask  int            `json:"voxels_in_mask"`
 	VoxelsFitted  int            `json:"voxels_fitted"`
@@ -59,7 +59,7 @@ type Report struct {
 	// P(k fibres | x), k = 0 … sticks.
 	MeanNFibresProb []float64 `json:"mean_nfibres_prob,omitempty"`
 	// MeanModelMass is the mean over voxels of the model list's mass
-	// before renormalising (dmri.Batch.ModelMass).
+	// before renormalising (dmrifit.Result.ModelMass).
 	MeanModelMass float64            `json:"mean_model_mass,omitempty"`
 	Timings       map[string]float64 `json:"timings_s"`
 	Warnings      []string           `json:"warnings,omitempty"`
@@ -118,7 +118,7 @@ func Participant(ctx context.Context, root, out string, series []Series, problem
 	if err := WriteDatasetDescription(root, out, set.Version); err != nil {
 		return nil, err
 	}
-	weights := dmri.WeightsHash(set.Posterior)
+	weights := dmrifit.WeightsHash(set.Posterior)
 	var reports []*Report
 	for i, s := range series {
 		if err := ctx.Err(); err != nil {
@@ -172,7 +172,7 @@ func outputsExist(out string, files []string) bool {
 
 // seriesKey hashes the series' input files, the fit settings (without the
 // batch size, which does not change the numbers) and the network.
-func seriesKey(s Series, fit dmri.FitSettings, weights string) string {
+func seriesKey(s Series, fit dmrifit.FitSettings, weights string) string {
 	h := sha256.New()
 	fit.BatchSize = 0
 	b, _ := json.Marshal(fit)
@@ -208,7 +208,7 @@ func fitSeries(ctx context.Context, out string, s Series, set Settings, weights,
 	} else if b, err := os.ReadFile(s.JSON); err != nil || !json.Valid(b) {
 		r.Warnings = append(r.Warnings, "unreadable JSON sidecar "+s.JSON)
 	}
-	scan, err := dmri.LoadScan(dmri.ScanFiles{DWI: s.DWI, Bval: s.Bval, Bvec: s.Bvec})
+	scan, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: s.DWI, Bval: s.Bval, Bvec: s.Bvec})
 	if err != nil {
 		return fail(err)
 	}
@@ -222,9 +222,9 @@ func fitSeries(ctx context.Context, out string, s Series, set Settings, weights,
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d mask voxels skipped (%v)", n, scan.Skipped))
 	}
 	if scan.MaskSource != "file" {
-		r.Warnings = append(r.Warnings, "brain mask computed from b0 (dmri.AutoMask)")
+		r.Warnings = append(r.Warnings, "brain mask computed from b0 (dmrifit.AutoMask)")
 	}
-	ft, err := dmri.NewFitter(set.Posterior, set.Fit)
+	ft, err := dmrifit.NewFitter(set.Posterior, set.Fit)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", set.Network, err))
 	}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/plot"
@@ -33,12 +33,12 @@ const thumbScale = 3
 // to the output folder.
 func ThumbnailName(stem, kind string) string { return filepath.Join(QCDir, stem+"_"+kind+".png") }
 
-func writeThumbnails(out string, s Series, scan *dmri.Scan, bpx string) ([]string, error) {
+func writeThumbnails(out string, s Series, scan *dmrifit.Scan, bpx string) ([]string, error) {
 	nx, ny, nz := scan.Nx, scan.Ny, scan.Nz
 	z := nz / 2
 	nv := nx * ny * nz
 	read := func(name string) (*nifti.Volume, error) {
-		v, err := nifti.Read(filepath.Join(bpx, name+dmri.OutputExt))
+		v, err := nifti.Read(filepath.Join(bpx, name+dmrifit.OutputExt))
 		if err != nil {
 			return nil, fmt.Errorf("bids: thumbnail: %w", err)
 		}

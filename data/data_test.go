@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 )
 
@@ -64,7 +64,7 @@ func TestScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := func(s string) string { return filepath.Join(dir, filepath.FromSlash(s)) }
-	s, err := dmri.LoadScan(dmri.ScanFiles{DWI: p(ScanDWI), Bval: p(ScanBval), Bvec: p(ScanBvec), Mask: p(ScanMask)})
+	s, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: p(ScanDWI), Bval: p(ScanBval), Bvec: p(ScanBvec), Mask: p(ScanMask)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 )
 
 // TestChainsConvergeSlab: R̂ on real data. The three voxels of the MRtrix3
@@ -26,7 +26,7 @@ func TestChainsConvergeSlab(t *testing.T) {
 	if _, err := os.Stat(slab + "dwi.nii.gz"); err != nil {
 		t.Skipf("shared data not available: %v", err)
 	}
-	scan, err := dmri.LoadScan(dmri.ScanFiles{DWI: slab + "dwi.nii.gz", Bval: slab + "dwi.bval", Bvec: slab + "dwi.bvec", Mask: slab + "mask.nii.gz"})
+	scan, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: slab + "dwi.nii.gz", Bval: slab + "dwi.bval", Bvec: slab + "dwi.bvec", Mask: slab + "mask.nii.gz"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/dti"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/plot"
@@ -39,13 +39,13 @@ type DMRISettings struct {
 // DefaultDMRISettings returns the defaults of `prism dmri fit`: λ = 0.3,
 // 50 samples × 8 AB2 steps, seed 1.
 func DefaultDMRISettings() DMRISettings {
-	d := dmri.DefaultFitSettings()
+	d := dmrifit.DefaultFitSettings()
 	return DMRISettings{Lambda: d.Lambda, VoxelSamples: d.Samples, Steps: d.Steps, Solver: d.Solver, Seed: d.Seed}
 }
 
 // fitSettings are the settings of a fit at λ.
-func (s DMRISettings) fitSettings(lambda float64) dmri.FitSettings {
-	return dmri.FitSettings{Lambda: lambda, Samples: s.VoxelSamples, Steps: s.Steps, Solver: s.Solver, Seed: s.Seed, BatchSize: 1}
+func (s DMRISettings) fitSettings(lambda float64) dmrifit.FitSettings {
+	return dmrifit.FitSettings{Lambda: lambda, Samples: s.VoxelSamples, Steps: s.Steps, Solver: s.Solver, Seed: s.Seed, BatchSize: 1}
 }
 
 // Axes of the slice views: a slice of axis a holds the voxels whose
@@ -64,10 +64,10 @@ const (
 type DMRI struct {
 	mu      sync.Mutex // guards prob and lambda
 	compute sync.Mutex // serialises the use of post
-	scan    *dmri.Scan
+	scan    *dmrifit.Scan
 	post    *posterior.Posterior
 	set     DMRISettings
-	models  []dmri.Model
+	models  []dmrifit.Model
 	sticks  int
 	comps   []string
 	pos     []int32   // grid index → position in scan.Voxels, −1 outside
@@ -86,15 +86,15 @@ type MapInfo struct {
 }
 
 // NewDMRI prepares the explorer of scan with the network post (a b3s-like
-// family, see dmri.NewFitter). folder, if not empty, is a `prism dmri
+// family, see dmrifit.NewFitter). folder, if not empty, is a `prism dmri
 // fit` output folder on the same grid whose model_prob maps are shown at
 // start; otherwise the three middle slices are fitted at set.Lambda
 // (the page opens on them). source names the network in the page.
-func NewDMRI(scan *dmri.Scan, post *posterior.Posterior, folder, source string, set DMRISettings) (*DMRI, error) {
+func NewDMRI(scan *dmrifit.Scan, post *posterior.Posterior, folder, source string, set DMRISettings) (*DMRI, error) {
 	if len(scan.Voxels) == 0 {
 		return nil, fmt.Errorf("view: %s: no voxel to fit in the mask", scan.Files.DWI)
 	}
-	ft, err := dmri.NewFitter(post, set.fitSettings(set.Lambda))
+	ft, err := dmrifit.NewFitter(post, set.fitSettings(set.Lambda))
 	if err != nil {
 		return nil, fmt.Errorf("view: %s: %w", source, err)
 	}
@@ -170,7 +170,7 @@ func (d *DMRI) readFolder(dir string) error {
 	if err != nil {
 		return fmt.Errorf("view: fit folder: %w", err)
 	}
-	var side dmri.ModelSidecar
+	var side dmrifit.ModelSidecar
 	if err := json.Unmarshal(b, &side); err != nil {
 		return fmt.Errorf("view: %s: %w", filepath.Join(dir, "model_prob.json"), err)
 	}
@@ -183,7 +183,7 @@ func (d *DMRI) readFolder(dir string) error {
 			return fmt.Errorf("view: %s: model %d is %s, the network's is %s", dir, m+1, side.Models[m].Name, d.models[m].Name)
 		}
 	}
-	path := filepath.Join(dir, "model_prob"+dmri.OutputExt)
+	path := filepath.Join(dir, "model_prob"+dmrifit.OutputExt)
 	img, err := nifti.Read(path)
 	if err != nil {
 		return fmt.Errorf("view: fit folder: %w", err)
@@ -238,8 +238,8 @@ func (d *DMRI) Info() DMRIInfo {
 }
 
 // fitter returns a fitter at λ with the explorer's settings.
-func (d *DMRI) fitter(lambda float64) (*dmri.Fitter, error) {
-	ft, err := dmri.NewFitter(d.post, d.set.fitSettings(lambda))
+func (d *DMRI) fitter(lambda float64) (*dmrifit.Fitter, error) {
+	ft, err := dmrifit.NewFitter(d.post, d.set.fitSettings(lambda))
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
@@ -253,7 +253,7 @@ type RefitResult struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// Refit computes the model posterior q(M | x, λ) (dmri.Fitter's
+// Refit computes the model posterior q(M | x, λ) (dmrifit.Fitter's
 // ModelPosterior, the model_prob of `prism dmri fit --lambda`) of every
 // fitted voxel in the slices through (x, y, z) along the given axes
 // whose maps are not already at this λ.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/models"
 )
 
@@ -19,7 +19,7 @@ func BenchmarkRefitSlice(b *testing.B) {
 	if err := data.CopyTo(dir); err != nil {
 		b.Fatal(err)
 	}
-	s, err := dmri.LoadScan(dmri.ScanFiles{DWI: filepath.Join(dir, data.ScanDWI), Bval: filepath.Join(dir, data.ScanBval),
+	s, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: filepath.Join(dir, data.ScanDWI), Bval: filepath.Join(dir, data.ScanBval),
 		Bvec: filepath.Join(dir, data.ScanBvec), Mask: filepath.Join(dir, data.ScanMask)})
 	if err != nil {
 		b.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -16,12 +16,12 @@ const slab = "../../shared/data/dmri/mrtrix3-msmt-slab/"
 
 // slabScan loads the shared multi-shell slab (15×15×11, 2218 mask
 // voxels) and the shipped b3s network.
-func slabScan(t *testing.T) (*dmri.Scan, *posterior.Posterior) {
+func slabScan(t *testing.T) (*dmrifit.Scan, *posterior.Posterior) {
 	t.Helper()
 	if _, err := os.Stat(slab + "dwi.nii.gz"); err != nil {
 		t.Skipf("shared data not available: %v", err)
 	}
-	s, err := dmri.LoadScan(dmri.ScanFiles{DWI: slab + "dwi.nii.gz", Bval: slab + "dwi.bval", Bvec: slab + "dwi.bvec", Mask: slab + "mask.nii.gz"})
+	s, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: slab + "dwi.nii.gz", Bval: slab + "dwi.bval", Bvec: slab + "dwi.bvec", Mask: slab + "mask.nii.gz"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func testDMRISettings() DMRISettings {
 }
 
 // TestDMRIRefit: the start-up fit covers exactly the fitted voxels of the
-// three middle slices, and equals dmri.Fitter's model posterior of the
+// three middle slices, and equals dmrifit.Fitter's model posterior of the
 // whole scan (the model_prob of `prism dmri fit`) for them; a refit at
 // another λ changes them and only the slices asked for.
 func TestDMRIRefit(t *testing.T) {
@@ -190,8 +190,8 @@ func TestDMRIVoxel(t *testing.T) {
 // another family is refused.
 func TestDMRIFolder(t *testing.T) {
 	s, p := slabScan(t)
-	set := dmri.FitSettings{Lambda: 0.6, Samples: 2, Steps: 2, Solver: "ab2", Seed: 1, BatchSize: 64}
-	ft, err := dmri.NewFitter(p, set)
+	set := dmrifit.FitSettings{Lambda: 0.6, Samples: 2, Steps: 2, Solver: "ab2", Seed: 1, BatchSize: 64}
+	ft, err := dmrifit.NewFitter(p, set)
 	if err != nil {
 		t.Fatal(err)
 	}

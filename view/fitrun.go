@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/demo"
 )
 
@@ -14,7 +14,7 @@ import (
 // output folder's run.json: the scan it fitted and the network and
 // settings it used.
 type FitRun struct {
-	Inputs     dmri.ScanFiles
+	Inputs     dmrifit.ScanFiles
 	Model      string // shipped network name, or
 	Checkpoint string // checkpoint path
 	Settings   DMRISettings
@@ -30,10 +30,10 @@ func ReadFitRun(folder string) (*FitRun, error) {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	var run struct {
-		Tool     string         `json:"tool"`
-		Inputs   dmri.ScanFiles `json:"inputs"`
+		Tool     string            `json:"tool"`
+		Inputs   dmrifit.ScanFiles `json:"inputs"`
 		Settings struct {
-			dmri.FitSettings
+			dmrifit.FitSettings
 			Checkpoint string `json:"checkpoint"`
 			Model      string `json:"model"`
 		} `json:"settings"`

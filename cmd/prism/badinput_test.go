@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/nifti"
 )
@@ -213,7 +213,7 @@ func TestIssue22BadInput(t *testing.T) {
 		}
 		defer lock.Release()
 		badCase{"", append(append([]string{"dmri", "fit", "--model", "b3s"}, scan...), "--out", out, "--samples", "2", "--steps", "1"),
-			[]string{"in use by another process", fmt.Sprintf("process %d", os.Getpid())}, []string{filepath.Join(out, dmri.StateFile), filepath.Join(out, "run.json")}}.check(t)
+			[]string{"in use by another process", fmt.Sprintf("process %d", os.Getpid())}, []string{filepath.Join(out, dmrifit.StateFile), filepath.Join(out, "run.json")}}.check(t)
 	})
 	t.Run("dmri fit into a folder with an earlier run's maps", func(t *testing.T) {
 		out := filepath.Join(dir, "stale")
@@ -221,7 +221,7 @@ func TestIssue22BadInput(t *testing.T) {
 		writeText(t, filepath.Join(out, "run.json"), "{}")
 		writeText(t, filepath.Join(out, "ess.nii.gz"), "old")
 		args := append(append([]string{"dmri", "fit", "--model", "b3s"}, scan...), "--out", out, "--samples", "2", "--steps", "1", "--quiet")
-		badCase{"", args, []string{"holds the output of an earlier run", "--fresh"}, []string{filepath.Join(out, dmri.StateFile)}}.check(t)
+		badCase{"", args, []string{"holds the output of an earlier run", "--fresh"}, []string{filepath.Join(out, dmrifit.StateFile)}}.check(t)
 		if mustRead(t, filepath.Join(out, "ess.nii.gz")) != "old" {
 			t.Fatal("the refused run touched ess.nii.gz")
 		}
@@ -268,7 +268,7 @@ func TestIssue22ImplausibleVoxel(t *testing.T) {
 		Skipped map[string]int `json:"voxels_skipped"`
 	}
 	readJSON(t, filepath.Join(out, "run.json"), &run)
-	if run.Skipped[dmri.SkipImplausible] != 1 || run.Skipped[dmri.SkipNonFinite] != 1 || run.Fitted != nx*ny*nz-2 {
+	if run.Skipped[dmrifit.SkipImplausible] != 1 || run.Skipped[dmrifit.SkipNonFinite] != 1 || run.Fitted != nx*ny*nz-2 {
 		t.Fatalf("%d fitted, skipped %v; want %d fitted, one implausible and one non-finite voxel", run.Fitted, run.Skipped, nx*ny*nz-2)
 	}
 }

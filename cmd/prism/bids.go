@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/bids"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 )
 
 func init() {
@@ -45,7 +45,7 @@ func expandLabelFlags(args []string) []string {
 }
 
 func runBIDS(args []string, stdout, stderr io.Writer) error {
-	def := dmri.DefaultFitSettings()
+	def := dmrifit.DefaultFitSettings()
 	fs := newFlagSet("bids", "BIDS_DIR OUT_DIR participant|group [--participant-label L ...] [--session-label S ...] [--model NAME | --checkpoint DIR] [--lambda L] [--samples N] [--steps N]", stderr)
 	var participants, sessions labelList
 	fs.Var(&participants, "participant-label", "participant(s) to fit, without \"sub-\" (repeatable; default: all)")

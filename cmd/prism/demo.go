@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/internal/demo"
+	"github.com/prismsbi/prism/internal/progress"
 )
 
 func init() {
@@ -43,14 +44,14 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	c.Log = stderr
 	start := time.Now()
-	var bar *progressBar
+	var bar *progress.Bar
 	c.FitProgress = func(done, total int) {
 		if bar == nil {
-			bar = newProgressBar(stderr, isTerminal(stderr), "demo: dMRI fit", total, 0, time.Now())
+			bar = progress.New(stderr, progress.IsTerminal(stderr), "demo: dMRI fit", "voxels", total, 0, time.Now())
 		}
-		bar.update(done)
+		bar.Update(done)
 		if done == total {
-			bar.finish()
+			bar.Finish()
 		}
 	}
 

@@ -1,23 +1,21 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 
-	"github.com/prismsbi/prism/dmri"
-	"github.com/prismsbi/prism/internal/atomicfile"
+	"github.com/prismsbi/prism/dmrifit"
 )
 
 // runDMRICrossing fits the synthetic crossing phantom of issue 20
-// (dmri.NewCrossingPhantom) with a trained ball-and-sticks network at the
+// (dmrifit.NewCrossingPhantom) with a trained ball-and-sticks network at the
 // fit settings given and prints the phantom metrics per cell.
 func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
-	def := dmri.DefaultFitSettings()
-	spec := dmri.DefaultCrossingSpec()
+	def := dmrifit.DefaultFitSettings()
+	spec := dmrifit.DefaultCrossingSpec()
 	fs := newFlagSet("dmri crossing", "(--checkpoint DIR | --model NAME) [--lambda L] [--angles 45,60,90] [--snr 20,40] [--protocols ukb,shell20] [--voxels N] [--json FILE]", stderr)
 	net := addNetFlags(fs, "trained network of a ball-and-sticks family (b3s)")
 	s := def
@@ -53,57 +51,27 @@ func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	ph, err := dmri.NewCrossingPhantom(spec)
-	if err != nil {
-		return err
-	}
 	post, err := net.load()
 	if err != nil {
 		return err
 	}
-	ft, err := dmri.NewFitter(post, s)
+	all, err := dmrifit.RunCrossing(post, s, spec)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
 	}
-	var all []dmri.CrossingCell
 	fmt.Fprintf(stdout, "crossing phantom, %s (%s), λ = %g, %d samples × %d %s steps; medians over %d voxels per cell\n",
 		net.source(), post.Family().Name(), s.Lambda, s.Samples, s.Steps, s.Solver, spec.Voxels)
 	fmt.Fprintf(stdout, "%-8s %4s %5s %8s %8s %8s %8s %10s %10s\n", "protocol", "SNR", "angle", "dyads1°", "dyads2°", "within°", "disp2", "count(nf)", "count(f)")
-	for _, proto := range spec.Protocols {
-		scan := ph.Scans[proto]
-		b, err := ft.FitBatch(scan, 0, len(scan.Voxels))
-		if err != nil {
-			return err
+	for _, c := range all {
+		ang := fmt.Sprintf("%g°", c.Angle)
+		if c.Angle == 0 {
+			ang = "1 fib"
 		}
-		cells, err := dmri.EvaluateCrossing(ph, proto, b, ft.Models)
-		if err != nil {
-			return err
-		}
-		for _, c := range cells {
-			ang := fmt.Sprintf("%g°", c.Angle)
-			if c.Angle == 0 {
-				ang = "1 fib"
-			}
-			fmt.Fprintf(stdout, "%-8s %4g %5s %8.1f %8s %8s %8s %10.2f %10.2f\n", c.Protocol, c.SNR, ang, c.Dyads1,
-				fmtNaN(c.Dyads2, "%.1f"), fmtNaN(c.Within, "%.1f"), fmtNaN(c.Dispersion2, "%.3f"), c.CountRight, c.CountMeanF)
-		}
-		all = append(all, cells...)
+		fmt.Fprintf(stdout, "%-8s %4g %5s %8.1f %8s %8s %8s %10.2f %10.2f\n", c.Protocol, c.SNR, ang, c.Dyads1,
+			fmtNaN(c.Dyads2, "%.1f"), fmtNaN(c.Within, "%.1f"), fmtNaN(c.Dispersion2, "%.3f"), c.CountRight, c.CountMeanF)
 	}
 	if *jsonOut != "" {
-		for i := range all { // JSON has no NaN
-			for _, p := range []*float64{&all[i].Dyads2, &all[i].Within, &all[i].Dispersion2} {
-				if math.IsNaN(*p) {
-					*p = -1
-				}
-			}
-		}
-		data, err := json.MarshalIndent(map[string]any{"network": net.source(), "family": post.Family().Name(), "settings": s, "phantom": spec, "cells": all}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.WriteBytes(*jsonOut, append(data, 10)); err != nil {
-			return fmt.Errorf("--json: %w", err)
-		}
+		return dmrifit.WriteCrossingJSON(*jsonOut, net.source(), post.Family().Name(), s, spec, all)
 	}
 	return nil
 }

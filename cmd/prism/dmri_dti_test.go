@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/dti"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/nifti"
@@ -238,7 +238,7 @@ func TestDMRIDTISynthetic(t *testing.T) {
 		}
 	}
 	run := readDTIRun(t, out)
-	if run.InMask != nv-1 || run.Fitted != nv-3 || run.Skipped[dmri.SkipNonFinite] != 1 || run.Skipped[dmri.SkipB0] != 1 {
+	if run.InMask != nv-1 || run.Fitted != nv-3 || run.Skipped[dmrifit.SkipNonFinite] != 1 || run.Skipped[dmrifit.SkipB0] != 1 {
 		t.Errorf("run.json counts: %+v", run)
 	}
 	if run.ExVoxels != 1 || run.ExMeas != 3 || run.NegEig != 0 || run.Settings.WLSIterations != 1 || run.MaskSource != "file" {
@@ -305,14 +305,14 @@ func TestDMRIDTIRealScan(t *testing.T) {
 	if _, err := os.Stat(dipySmallDir); err != nil {
 		t.Skipf("real scan not available (%v): the shared data folder is not beside this checkout", err)
 	}
-	files := dmri.ScanFiles{DWI: filepath.Join(dipySmallDir, "small_64D.nii"), Bval: filepath.Join(dipySmallDir, "small_64D.bval"),
+	files := dmrifit.ScanFiles{DWI: filepath.Join(dipySmallDir, "small_64D.nii"), Bval: filepath.Join(dipySmallDir, "small_64D.bval"),
 		Bvec: filepath.Join(dipySmallDir, "small_64D.bvec")}
 	out := filepath.Join(t.TempDir(), "dti")
 	code, _, errs := prism("dmri", "dti", "--dwi", files.DWI, "--bval", files.Bval, "--bvec", files.Bvec, "--out", out)
 	if code != 0 {
 		t.Fatalf("dmri dti: exit %d: %s", code, errs)
 	}
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestDMRIDTIRealScan(t *testing.T) {
 		checkGeometry(t, name, &v.Header, scan.Ref)
 		maps[name] = v
 	}
-	if _, err := os.Stat(filepath.Join(out, "dti_tensor"+dmri.OutputExt)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, "dti_tensor"+dmrifit.OutputExt)); !os.IsNotExist(err) {
 		t.Errorf("dti_tensor written without --save-tensor")
 	}
 	nv := scan.NumVoxels()

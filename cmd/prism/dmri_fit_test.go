@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -125,7 +125,7 @@ var fitOutputs = map[string]int{"model_prob": 15, "nfibres_prob": 4, "map_model"
 
 func readOut(t *testing.T, dir, name string) *nifti.Volume {
 	t.Helper()
-	v, err := nifti.Read(filepath.Join(dir, name+dmri.OutputExt))
+	v, err := nifti.Read(filepath.Join(dir, name+dmrifit.OutputExt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestDMRIFitOutputs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dmri fit: exit %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(out, dmri.StateFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, dmrifit.StateFile)); !os.IsNotExist(err) {
 		t.Errorf("the partial state is left behind after a complete run: %v", err)
 	}
 	nv := 4 * 3 * 2
@@ -217,7 +217,7 @@ func TestDMRIFitOutputs(t *testing.T) {
 			if f > 0 && math.Abs(n-1) > 1e-5 {
 				t.Errorf("dyads%s at %d has norm %v", k, v, n)
 			}
-			w := dmri.PeakDirection(d, flip, rot)
+			w := dmrifit.PeakDirection(d, flip, rot)
 			for c := range 3 {
 				got := float64(peaks.Data[v+(3*(i-1)+c)*nv])
 				if math.Abs(got-f*w[c]) > 1e-6 {
@@ -272,7 +272,7 @@ func TestDMRIFitOutputs(t *testing.T) {
 		}
 	}
 
-	var side dmri.ModelSidecar
+	var side dmrifit.ModelSidecar
 	readJSON(t, filepath.Join(out, "model_prob.json"), &side)
 	if side.Family != "b3s" || len(side.Models) != 15 || side.Lambda != 0.3 {
 		t.Errorf("model_prob.json: family %q, %d models, λ %v", side.Family, len(side.Models), side.Lambda)
@@ -350,8 +350,8 @@ func TestDMRIFitResume(t *testing.T) {
 	}
 
 	// The partial state of an interrupted run with --batch 4.
-	files := dmri.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]}
-	scan, err := dmri.LoadScan(files)
+	files := dmrifit.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]}
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,18 +359,20 @@ func TestDMRIFitResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := dmri.DefaultFitSettings()
+	set := dmrifit.DefaultFitSettings()
 	set.Samples, set.Steps, set.ESSSamples, set.BatchSize = 5, 3, 0, 4
-	ft, err := dmri.NewFitter(post, set)
+	ft, err := dmrifit.NewFitter(post, set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := json.Marshal(fitStateKey{Lambda: set.Lambda, Samples: 5, Steps: 3, Solver: set.Solver, Seed: set.Seed,
-		Weights: dmri.WeightsHash(post), Data: scanHash(scan), Voxels: len(scan.Voxels), Output: dmri.OutputVersion})
+	key, err := dmrifit.StateKey(set, dmrifit.WeightsHash(post), scan)
+	if err != nil {
+		t.Fatal(err)
+	}
 	part := filepath.Join(dir, "part")
 	os.MkdirAll(part, 0o755)
-	statePath := filepath.Join(part, dmri.StateFile)
-	st, err := dmri.OpenFitState(statePath, key, ft.Shape(), false)
+	statePath := filepath.Join(part, dmrifit.StateFile)
+	st, err := dmrifit.OpenFitState(statePath, key, ft.Shape(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,10 +506,10 @@ func TestDMRIFitErrors(t *testing.T) {
 		Skipped map[string]int `json:"voxels_skipped"`
 	}
 	readJSON(t, filepath.Join(out, "run.json"), &info)
-	if info.Skipped[dmri.SkipNonFinite] != 1 {
-		t.Errorf("run.json voxels_skipped %v, want one %q", info.Skipped, dmri.SkipNonFinite)
+	if info.Skipped[dmrifit.SkipNonFinite] != 1 {
+		t.Errorf("run.json voxels_skipped %v, want one %q", info.Skipped, dmrifit.SkipNonFinite)
 	}
-	if _, err := os.Stat(filepath.Join(out, "ess"+dmri.OutputExt)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, "ess"+dmrifit.OutputExt)); !os.IsNotExist(err) {
 		t.Errorf("ess written with --ess-samples 0")
 	}
 }

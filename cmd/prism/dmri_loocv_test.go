@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
+	"github.com/prismsbi/prism/internal/quantile"
 )
 
 // TestDMRILOOCV runs `prism dmri loocv` on a cropped real scan with a tiny
@@ -25,7 +26,7 @@ func TestDMRILOOCV(t *testing.T) {
 	if code, _, errs := prism(args...); code != 0 {
 		t.Fatalf("dmri loocv: exit %d: %s", code, errs)
 	}
-	var rep loocvReport
+	var rep dmrifit.LOOCVReport
 	b, err := os.ReadFile(filepath.Join(out, "loocv.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,11 +37,11 @@ func TestDMRILOOCV(t *testing.T) {
 	if len(rep.HeldOut) != 3 || len(rep.Methods) != 2 || rep.NetworkBetter == nil {
 		t.Fatalf("report %+v", rep)
 	}
-	scan, err := dmri.LoadScan(dmri.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
+	scan, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := dmri.TensorLOO(context.Background(), scan, rep.HeldOut, 1)
+	l, err := dmrifit.TensorLOO(context.Background(), scan, rep.HeldOut, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestDMRILOOCV(t *testing.T) {
 		}
 		vals = append(vals, want[v])
 	}
-	if m := quickMedian(vals); math.Abs(rep.Methods[0].Median-m) > 1e-12 {
+	if m := quantile.Median(vals); math.Abs(rep.Methods[0].Median-m) > 1e-12 {
 		t.Errorf("summary median %v, maps %v", rep.Methods[0].Median, m)
 	}
 	for _, bad := range [][]string{{"--volumes", "-1"}, {"--fa-wm", "2"}, {"--lambda", "1"}} {

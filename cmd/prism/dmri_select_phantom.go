@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 )
 
@@ -13,14 +13,14 @@ const selectPhantomSynopsis = "(--checkpoint DIR | --model NAME) --bval FILE --b
 
 // selectPhantomReport is the --json output.
 type selectPhantomReport struct {
-	Family   string               `json:"family"`
-	Network  string               `json:"network"`
-	Protocol string               `json:"protocol"`
-	SNR      float64              `json:"snr"`
-	Lambda   float64              `json:"lambda"`
-	Seed     uint64               `json:"seed"`
-	Classes  []dmri.PhantomResult `json:"classes"`
-	Overall  float64              `json:"right_overall"`
+	Family   string                  `json:"family"`
+	Network  string                  `json:"network"`
+	Protocol string                  `json:"protocol"`
+	SNR      float64                 `json:"snr"`
+	Lambda   float64                 `json:"lambda"`
+	Seed     uint64                  `json:"seed"`
+	Classes  []dmrifit.PhantomResult `json:"classes"`
+	Overall  float64                 `json:"right_overall"`
 }
 
 func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
@@ -72,7 +72,7 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s, %s: %w", *bval, *bvec, err)
 	}
-	res, err := dmri.SelectionPhantom(post, d, *per, *snr, *lambda, *seed)
+	res, err := dmrifit.SelectionPhantom(post, d, *per, *snr, *lambda, *seed)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
 	}
@@ -94,7 +94,7 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *jsonOut != "" {
-		if err := dmri.WriteJSON(*jsonOut, rep); err != nil {
+		if err := dmrifit.WriteJSON(*jsonOut, rep); err != nil {
 			return err
 		}
 	}

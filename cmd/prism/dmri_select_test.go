@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -65,7 +65,7 @@ func TestDMRIFitSelection(t *testing.T) {
 	if code, _, errs := prism(append(common, "--out", out, "--batch", "5")...); code != 0 {
 		t.Fatalf("dmri fit: exit %d: %s", code, errs)
 	}
-	var side dmri.SelectionSidecar
+	var side dmrifit.SelectionSidecar
 	b, err := os.ReadFile(filepath.Join(out, "selection.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestDMRIFitSelection(t *testing.T) {
 		t.Fatalf("%d models, %d components, %d BedpostX sticks; want 2048, 12, 3", len(side.Models), len(side.Components), len(side.Sticks))
 	}
 
-	scan, err := dmri.LoadScan(dmri.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
+	scan, err := dmrifit.LoadScan(dmrifit.ScanFiles{DWI: flags[1], Bval: flags[3], Bvec: flags[5], Mask: flags[7]})
 	if err != nil {
 		t.Fatal(err)
 	}

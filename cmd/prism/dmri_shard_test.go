@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/internal/dirlock"
 )
 
@@ -82,14 +82,14 @@ func TestDMRIFitShardsMerge(t *testing.T) {
 	var cmds []*exec.Cmd
 	var errs []*bytes.Buffer
 	for i := range 4 {
-		args := append(fit, "--out", out, "--shard", dmri.Shard{Index: i, Count: 4}.String())
+		args := append(fit, "--out", out, "--shard", dmrifit.Shard{Index: i, Count: 4}.String())
 		if i == killed {
 			args = append(args, "--batch", "1") // many small records: there is time to kill it halfway
 		}
 		c, e := startShard(t, args)
 		cmds, errs = append(cmds, c), append(errs, e)
 	}
-	victim := dmri.Shard{Index: killed, Count: 4}
+	victim := dmrifit.Shard{Index: killed, Count: 4}
 	exited := make(chan error, 1)
 	go func() { exited <- cmds[killed].Wait() }()
 	deadline := time.After(2 * time.Minute)
@@ -127,7 +127,7 @@ poll:
 	if code == 0 || !strings.Contains(stderr, "shard 2/4 unfinished") {
 		t.Errorf("merge of an incomplete set: exit %d, %q (want it to name shard 2/4 as unfinished)", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(out, "dyads1"+dmri.OutputExt)); err == nil {
+	if _, err := os.Stat(filepath.Join(out, "dyads1"+dmrifit.OutputExt)); err == nil {
 		t.Error("an incomplete merge wrote outputs")
 	}
 
@@ -151,7 +151,7 @@ poll:
 		t.Fatalf("merge: exit %d: %s", code, stderr)
 	}
 	sameFolders(t, full, out)
-	if _, err := os.Stat(filepath.Join(out, dmri.StateFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(out, dmrifit.StateFile)); err == nil {
 		t.Error("the merge left the whole-scan state behind")
 	}
 	var info struct {

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
@@ -36,7 +36,7 @@ func runView(args []string, stdout, stderr io.Writer) error {
 	candidates := fs.String("candidates", "", "models to rank, one 0/1 mask per line of `file` (as for prism select --candidates); default: discovered from draws at λ = 0, 0.1, …, 1")
 	simLambda := fs.Float64("sim-lambda", 0.5, "λ of the prior the simulated example is drawn from (without --obs)")
 	folder := fs.String("dmri", "", "a prism dmri fit output `folder`: its maps, with its scan and network from run.json")
-	var files dmri.ScanFiles
+	var files dmrifit.ScanFiles
 	scanFileFlags(fs, &files)
 	dmriCheckpoint := fs.String("dmri-checkpoint", "", "trained ball-and-sticks network for the scan: a prism train output `directory` or weights file")
 	dmriModel := fs.String("dmri-model", "", "shipped ball-and-sticks network for the scan, instead of --dmri-checkpoint (b3s, b3s-brain)")
@@ -66,7 +66,7 @@ func runView(args []string, stdout, stderr io.Writer) error {
 		if err := data.CopyTo(dir); err != nil {
 			return err
 		}
-		files = dmri.ScanFiles{DWI: filepath.Join(dir, data.ScanDWI), Bval: filepath.Join(dir, data.ScanBval),
+		files = dmrifit.ScanFiles{DWI: filepath.Join(dir, data.ScanDWI), Bval: filepath.Join(dir, data.ScanBval),
 			Bvec: filepath.Join(dir, data.ScanBvec), Mask: filepath.Join(dir, data.ScanMask)}
 	}
 	if !gridNet.given() && *folder == "" && files.DWI == "" {
@@ -169,7 +169,7 @@ func readOneObservation(path string, index int, f family.Family) (posterior.Obse
 
 // loadDMRIView loads the scan (from the flags, or the fit folder's
 // run.json) and its network.
-func loadDMRIView(folder string, files dmri.ScanFiles, checkpoint, model string, lambda float64, seed uint64, stderr io.Writer) (*view.DMRI, error) {
+func loadDMRIView(folder string, files dmrifit.ScanFiles, checkpoint, model string, lambda float64, seed uint64, stderr io.Writer) (*view.DMRI, error) {
 	set := view.DefaultDMRISettings()
 	set.Seed = seed
 	if folder != "" {
@@ -206,7 +206,7 @@ func loadDMRIView(folder string, files dmri.ScanFiles, checkpoint, model string,
 		source = checkpoint
 	}
 	fmt.Fprintf(stderr, "prism view: loading %s\n", files.DWI)
-	scan, err := dmri.LoadScan(files)
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return nil, err
 	}

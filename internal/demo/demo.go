@@ -1,6 +1,6 @@
 // Package demo runs prism's end-to-end demonstration behind `prism demo`:
 // the shipped b3s network (package models) fitted to the bundled
-// whole-brain diffusion scan (package data) with dmri.Fitter, and the
+// whole-brain diffusion scan (package data) with dmrifit.Fitter, and the
 // shipped symbolic-k15 network's model posterior across the complexity
 // knob λ and its posterior predictive band on the bundled
 // symbolic-regression observation. It writes every output (BedpostX-layout
@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
@@ -49,7 +49,7 @@ type Config struct {
 	// that are fitted; 0 fits the whole brain mask.
 	Slices int
 	// Fit configures the amortized dMRI fit.
-	Fit dmri.FitSettings
+	Fit dmrifit.FitSettings
 	// Lambdas is the λ grid of the sweep, increasing, in [0, 1].
 	Lambdas []float64
 	// SweepMasks is the number of masks drawn from q(M | x, λ) per λ.
@@ -76,7 +76,7 @@ type Config struct {
 // no ESS pass (the importance pass costs more than the fit itself); quick
 // fits the two middle slices with 8 × 8 and a smaller sweep.
 func DefaultConfig(quick bool) Config {
-	fit := dmri.DefaultFitSettings()
+	fit := dmrifit.DefaultFitSettings()
 	fit.Samples, fit.Steps, fit.ESSSamples = 20, 12, 0
 	c := Config{
 		Fit:            fit,
@@ -212,7 +212,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		return nil, err
 	}
 	s.Total = Stage{Wall: time.Since(start).Seconds(), CPU: cpuSeconds() - cpu0}
-	if err := dmri.WriteJSON(filepath.Join(c.Out, SummaryFile), s); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(c.Out, SummaryFile), s); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	if err := writeReport(filepath.Join(c.Out, ReportFile), s); err != nil {

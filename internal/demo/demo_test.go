@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/nifti"
 )
@@ -34,7 +34,7 @@ func TestSlab(t *testing.T) {
 // mask keeps exactly them.
 func TestRestrictToSlab(t *testing.T) {
 	const n = 3
-	s := &dmri.Scan{Nx: 2, Ny: 2, Nz: 4, Design: family.Design{N: n}, Mask: make([]bool, 16)}
+	s := &dmrifit.Scan{Nx: 2, Ny: 2, Nz: 4, Design: family.Design{N: n}, Mask: make([]bool, 16)}
 	for i := range 16 {
 		if i == 6 { // a mask voxel skipped by the checks
 			s.Mask[i] = true
@@ -157,7 +157,7 @@ func TestRun(t *testing.T) {
 	if d.Slab != [2]int{19, 20} || d.Slice != 19 || d.Fitted == 0 || d.InMask != 48886 {
 		t.Fatalf("dMRI summary: %+v", d)
 	}
-	nf, err := nifti.Read(filepath.Join(out, dmriDir, "nfibres_prob"+dmri.OutputExt))
+	nf, err := nifti.Read(filepath.Join(out, dmriDir, "nfibres_prob"+dmrifit.OutputExt))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
+	"github.com/prismsbi/prism/internal/progress"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/plot"
@@ -22,15 +22,15 @@ import (
 
 // DMRIResult summarises the dMRI part of the demo.
 type DMRIResult struct {
-	Model    string             `json:"model"`
-	Settings dmri.FitSettings   `json:"settings"`
-	Grid     [3]int             `json:"grid"`
-	Volumes  int                `json:"volumes"`
-	Slab     [2]int             `json:"slab"` // fitted slices [z0, z1)
-	Slice    int                `json:"slice"`
-	InMask   int                `json:"voxels_in_mask"`
-	Fitted   int                `json:"voxels_fitted"`
-	Timings  map[string]float64 `json:"timings_s"`
+	Model    string              `json:"model"`
+	Settings dmrifit.FitSettings `json:"settings"`
+	Grid     [3]int              `json:"grid"`
+	Volumes  int                 `json:"volumes"`
+	Slab     [2]int              `json:"slab"` // fitted slices [z0, z1)
+	Slice    int                 `json:"slice"`
+	InMask   int                 `json:"voxels_in_mask"`
+	Fitted   int                 `json:"voxels_fitted"`
+	Timings  map[string]float64  `json:"timings_s"`
 	// VoxelsPerSecond is the fit's throughput (wall clock).
 	VoxelsPerSecond float64 `json:"voxels_per_second"`
 	// NFibres is the fraction of fitted voxels whose most probable number
@@ -64,7 +64,7 @@ func slab(nz, n int) (z0, z1 int) {
 
 // restrictToSlab keeps the voxels of slices [z0, z1) of s, in the fit
 // (Voxels, Signal) and in the mask written with the outputs.
-func restrictToSlab(s *dmri.Scan, z0, z1 int) {
+func restrictToSlab(s *dmrifit.Scan, z0, z1 int) {
 	plane := s.Nx * s.Ny
 	n := s.Design.N
 	var vox []int
@@ -87,11 +87,12 @@ func restrictToSlab(s *dmri.Scan, z0, z1 int) {
 // dMRI figures.
 func runDMRI(ctx context.Context, c Config, logf func(string, ...any)) (*DMRIResult, error) {
 	in := filepath.Join(c.Out, dataDir)
-	files := dmri.ScanFiles{DWI: filepath.Join(in, data.ScanDWI), Bval: filepath.Join(in, data.ScanBval),
+	files := dmrifit.ScanFiles{DWI: filepath.Join(in, data.ScanDWI), Bval: filepath.Join(in, data.ScanBval),
 		Bvec: filepath.Join(in, data.ScanBvec), Mask: filepath.Join(in, data.ScanMask)}
 	r := &DMRIResult{Model: DMRIModel, Settings: c.Fit, Timings: map[string]float64{}}
-	t := time.Now()
-	scan, err := dmri.LoadScan(files)
+	start := time.Now()
+	t := start
+	scan, err := dmrifit.LoadScan(files)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -109,44 +110,24 @@ func runDMRI(ctx context.Context, c Config, logf func(string, ...any)) (*DMRIRes
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	fitter, err := dmri.NewFitter(post, c.Fit)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
 	r.Timings["model"] = time.Since(t).Seconds()
 	logf("dMRI: fitting %d voxels (slices %d–%d of %d, %d in the whole mask) with the shipped %s network: %d samples × %d %s steps per voxel",
 		r.Fitted, z0, z1-1, scan.Nz, r.InMask, DMRIModel, c.Fit.Samples, c.Fit.Steps, c.Fit.Solver)
 
-	t = time.Now()
-	var progress func(int)
+	// The same run as `prism dmri fit`; the demo holds the lock of its
+	// whole folder and replaces an earlier demo's maps.
+	out := filepath.Join(c.Out, dmriDir)
+	cfg := dmrifit.RunConfig{Tool: "prism demo", Out: out, Unlocked: true, Fresh: true, Model: DMRIModel, Started: start,
+		Timings: map[string]float64{"load": r.Timings["load"], "checkpoint": r.Timings["model"]}}
 	if c.FitProgress != nil {
-		progress = func(done int) { c.FitProgress(done, r.Fitted) }
+		cfg.Progress = progress.Func(c.FitProgress)
 	}
-	all, err := fitter.Fit(ctx, scan, nil, progress)
+	sum, err := dmrifit.Run(ctx, scan, post, c.Fit, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	r.Timings["fit"] = time.Since(t).Seconds()
-	r.VoxelsPerSecond = float64(r.Fitted) / r.Timings["fit"]
-	var mass float64
-	for _, m := range all.ModelMass {
-		mass += float64(m)
-	}
-	r.MeanModelMass = mass / float64(len(all.ModelMass))
-
-	t = time.Now()
-	out := filepath.Join(c.Out, dmriDir)
-	if err := fitter.WriteFit(out, scan, all); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	info := dmri.NewRunInfo("prism demo", scan)
-	info.Settings, info.Workers = c.Fit, runtime.GOMAXPROCS(0)
-	info.Timings = r.Timings
-	info.VoxelsPerSecond = r.VoxelsPerSecond
-	r.Timings["write"] = time.Since(t).Seconds()
-	if err := dmri.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
+	r.Timings["fit"], r.Timings["write"] = sum.Info.Timings["fit"], sum.Info.Timings["write"]
+	r.VoxelsPerSecond, r.MeanModelMass = sum.Info.VoxelsPerSecond, sum.MeanModelMass
 	logf("dMRI: %d voxels in %.0f s (%.1f voxels/s); maps in %s", r.Fitted, r.Timings["fit"], r.VoxelsPerSecond, out)
 
 	if err := r.figures(c.Out, scan); err != nil {
@@ -172,9 +153,9 @@ func sliceOf(vol *nifti.Volume, mask []bool, z, t int) []float64 {
 
 // figures draws the dMRI figures of the report from the written maps, and
 // the fibre-count summary.
-func (r *DMRIResult) figures(out string, scan *dmri.Scan) error {
+func (r *DMRIResult) figures(out string, scan *dmrifit.Scan) error {
 	read := func(name string) (*nifti.Volume, error) {
-		v, err := nifti.Read(filepath.Join(out, dmriDir, name+dmri.OutputExt))
+		v, err := nifti.Read(filepath.Join(out, dmriDir, name+dmrifit.OutputExt))
 		if err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmri"
+	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/plot"
@@ -157,7 +157,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 	r.Predict = PredictSummary{Lambda: c.PredictLambda, Samples: c.PredictSamples, RMSE: math.Sqrt(sq / float64(len(ex.obs.X)))}
 
 	sdir := filepath.Join(c.Out, symbolicDir)
-	if err := dmri.WriteJSON(filepath.Join(sdir, "sweep.json"), r.Sweep); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(sdir, "sweep.json"), r.Sweep); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	xs := gridOf(ex.obs.Design)
@@ -170,7 +170,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 		Lo      []float64 `json:"lo"`
 		Hi      []float64 `json:"hi"`
 	}{c.PredictLambda, c.PredictSamples, xs, ex.obs.X, b.Mean, b.Lo, b.Hi}
-	if err := dmri.WriteJSON(filepath.Join(sdir, "predict.json"), pred); err != nil {
+	if err := dmrifit.WriteJSON(filepath.Join(sdir, "predict.json"), pred); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 

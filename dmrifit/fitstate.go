@@ -1,0 +1,216 @@
+package dmrifit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+)
+
+// The partial state of `prism dmri fit` is one file in the output folder:
+//
+//	"prism dmri fit state 2\n"
+//	key (one line of JSON: settings, network hash, inputs, voxel count)
+//	records, one per finished batch:
+//	    magic u32, start u32, n u32, payload length u32, payload, CRC-32 u32
+//
+// all little-endian, the CRC (IEEE) over the 16 header bytes and the
+// payload. Each record is appended and fsynced before the next batch
+// starts, so after a crash (kill -9, power loss) the file holds whole
+// records plus at most one torn record at the end, which the next run
+// detects by its length or CRC and truncates.
+const (
+	stateMagicLine = "prism dmri fit state 2\n"
+	recordMagic    = 0x42544650 // "PFTB"
+)
+
+// FitState is an open state file.
+type FitState struct {
+	f    *os.File
+	path string
+	// Batches are the complete batches found when the file was opened,
+	// in order; Done is the number of voxels they cover (batches always
+	// start where the previous one ended).
+	Batches []*Result
+	Done    int
+}
+
+// OpenFitState opens (or creates) the state file at path for a run
+// identified by key (compared byte for byte). An existing file with
+// another key is an error unless fresh is set, in which case it is
+// replaced, as it is when fresh is set and the key matches. The
+// complete records are decoded into Batches; a torn last record is cut
+// off.
+func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitState, error) {
+	key = bytes.TrimSpace(key)
+	if bytes.ContainsRune(key, '\n') {
+		return nil, errors.New("dmri: state key must be one line")
+	}
+	head := []byte(stateMagicLine + string(key) + "\n")
+	st := &FitState{path: path}
+	if !fresh {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			if !bytes.HasPrefix(data, head) {
+				return nil, fmt.Errorf("%w (%s); rerun with --fresh to discard it or choose another --out", errStateMismatch, path)
+			}
+			good := st.decode(data[len(head):], shape)
+			f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+			if err != nil {
+				return nil, fmt.Errorf("dmri: %w", err)
+			}
+			if err := f.Truncate(int64(len(head) + good)); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("dmri: %w", err)
+			}
+			if _, err := f.Seek(0, io.SeekEnd); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("dmri: %w", err)
+			}
+			st.f = f
+			return st, nil
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("dmri: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("dmri: %w", err)
+	}
+	if _, err := f.Write(head); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dmri: %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dmri: %s: %w", path, err)
+	}
+	st.f = f
+	return st, nil
+}
+
+// ResultShape gives the per-voxel sizes of a batch record.
+type ResultShape struct{ Samples, Models, Sticks int }
+
+func (sh ResultShape) payload(n int) int {
+	// ModelProb, ModelMass, F/θ/φ per stick, D, DStd, ESS, PPRMSE and the
+	// four correction diagnostics as float32, Active as bytes.
+	floats := n*sh.Models + n + 3*sh.Sticks*n*sh.Samples + 2*n*sh.Samples + 6*n
+	return 4*floats + sh.Sticks*n*sh.Samples
+}
+
+// decode reads complete, contiguous records from data and returns the
+// number of bytes they span.
+func (st *FitState) decode(data []byte, sh ResultShape) int {
+	off := 0
+	for len(data)-off >= 16 {
+		h := data[off : off+16]
+		if binary.LittleEndian.Uint32(h) != recordMagic {
+			break
+		}
+		start := int(binary.LittleEndian.Uint32(h[4:]))
+		n := int(binary.LittleEndian.Uint32(h[8:]))
+		plen := int(binary.LittleEndian.Uint32(h[12:]))
+		if start != st.Done || n < 1 || plen != sh.payload(n) || len(data)-off < 16+plen+4 {
+			break
+		}
+		rec := data[off : off+16+plen]
+		if crc32.ChecksumIEEE(rec) != binary.LittleEndian.Uint32(data[off+16+plen:]) {
+			break
+		}
+		b := newBatch(start, n, sh.Samples, sh.Models, sh.Sticks)
+		b.unmarshal(rec[16:])
+		st.Batches = append(st.Batches, b)
+		st.Done += n
+		off += 16 + plen + 4
+	}
+	return off
+}
+
+// Append writes b as a record and syncs the file.
+func (st *FitState) Append(b *Result) error {
+	if b.Start != st.Done {
+		return fmt.Errorf("dmri: batch starts at voxel %d, the state ends at %d", b.Start, st.Done)
+	}
+	payload := b.marshal()
+	rec := make([]byte, 16, 16+len(payload)+4)
+	binary.LittleEndian.PutUint32(rec, recordMagic)
+	binary.LittleEndian.PutUint32(rec[4:], uint32(b.Start))
+	binary.LittleEndian.PutUint32(rec[8:], uint32(b.N))
+	binary.LittleEndian.PutUint32(rec[12:], uint32(len(payload)))
+	rec = append(rec, payload...)
+	rec = binary.LittleEndian.AppendUint32(rec, crc32.ChecksumIEEE(rec))
+	if _, err := st.f.Write(rec); err != nil {
+		return fmt.Errorf("dmri: %s: %w", st.path, err)
+	}
+	if err := st.f.Sync(); err != nil {
+		return fmt.Errorf("dmri: %s: %w", st.path, err)
+	}
+	st.Done += b.N
+	return nil
+}
+
+// Close closes the file.
+func (st *FitState) Close() error { return st.f.Close() }
+
+// Remove closes and deletes the file (after the outputs are written).
+func (st *FitState) Remove() error {
+	st.f.Close()
+	if err := os.Remove(st.path); err != nil {
+		return fmt.Errorf("dmri: %w", err)
+	}
+	return nil
+}
+
+func (b *Result) arrays() [][]float32 {
+	a := [][]float32{b.ModelProb, b.ModelMass}
+	for i := range b.Sticks {
+		a = append(a, b.F[i], b.Theta[i], b.Phi[i])
+	}
+	return append(a, b.D, b.DStd, b.ESS, b.PPRMSE, b.CorrESS, b.CorrSteps, b.CorrLogZSE, b.CorrFailed)
+}
+
+func (b *Result) marshal() []byte {
+	var w bytes.Buffer
+	bw := bufio.NewWriter(&w)
+	var buf [4]byte
+	for _, arr := range b.arrays() {
+		for _, v := range arr {
+			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
+			bw.Write(buf[:])
+		}
+	}
+	for i := range b.Sticks {
+		for _, on := range b.Active[i] {
+			if on {
+				bw.WriteByte(1)
+			} else {
+				bw.WriteByte(0)
+			}
+		}
+	}
+	bw.Flush()
+	return w.Bytes()
+}
+
+func (b *Result) unmarshal(p []byte) {
+	off := 0
+	for _, arr := range b.arrays() {
+		for k := range arr {
+			arr[k] = math.Float32frombits(binary.LittleEndian.Uint32(p[off:]))
+			off += 4
+		}
+	}
+	for i := range b.Sticks {
+		for k := range b.Active[i] {
+			b.Active[i][k] = p[off] != 0
+			off++
+		}
+	}
+}

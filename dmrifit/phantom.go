@@ -1,0 +1,283 @@
+package dmrifit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// Model-selection phantom (`prism dmri phantom`): voxels built from known
+// compartments with white-matter-like parameters, Rician noise at a given
+// SNR, and b0 normalisation as LoadScan does; a network's model posterior
+// should put its largest mass on the true model class.
+
+// PhantomClasses are the phantom's model classes, as family.Signature
+// names them.
+var PhantomClasses = []string{"Ball+Stick", "Ball+Zeppelin", "Ball+2Stick", "Tensor"}
+
+// phantomSignal returns the noise-free signal of class c at every
+// measurement of d for parameters drawn from r (S0 = 1): ball d ~ U(0.8,
+// 3)·10⁻³; stick d ~ U(1.5, 2.2)·10⁻³; zeppelin d∥ ~ U(1.5, 2.2)·10⁻³, d⊥ ~
+// U(0.2, 0.6)·10⁻³; tensor eigenvalues U(1.4, 2), U(0.5, 0.9), U(0.2,
+// 0.4) ·10⁻³ mm²/s with a random orientation; ball fraction U(0.2, 0.5);
+// two sticks cross at ≥ 60° and share the rest as U(0.5, 0.7) : rest.
+func phantomSignal(r *rand.Rand, c string, d family.Design) ([]float64, error) {
+	u := func(a, b float64) float64 { return (a + (b-a)*r.Float64()) * 1e-3 }
+	fBall := 0.2 + 0.3*r.Float64()
+	out := make([]float64, d.N)
+	switch c {
+	case "Ball+Stick":
+		db, ds, n := u(0.8, 3), u(1.5, 2.2), randomAxis(r)
+		for j := range d.N {
+			b, g := gradRow(d, j)
+			out[j] = fBall*ballSignal(b, db) + (1-fBall)*stickSignal(b, g, n, ds)
+		}
+	case "Ball+Zeppelin":
+		db, dp, dq, n := u(0.8, 3), u(1.5, 2.2), u(0.2, 0.6), randomAxis(r)
+		for j := range d.N {
+			b, g := gradRow(d, j)
+			out[j] = fBall*ballSignal(b, db) + (1-fBall)*zeppelinSignal(b, g, n, dp, dq)
+		}
+	case "Ball+2Stick":
+		db, d1, d2 := u(0.8, 3), u(1.5, 2.2), u(1.5, 2.2)
+		n1 := randomAxis(r)
+		var n2 [3]float64
+		for {
+			n2 = randomAxis(r)
+			if math.Abs(n1[0]*n2[0]+n1[1]*n2[1]+n1[2]*n2[2]) <= 0.5 { // ≥ 60°
+				break
+			}
+		}
+		s := 0.5 + 0.2*r.Float64()
+		f1, f2 := (1-fBall)*s, (1-fBall)*(1-s)
+		for j := range d.N {
+			b, g := gradRow(d, j)
+			out[j] = fBall*ballSignal(b, db) + f1*stickSignal(b, g, n1, d1) + f2*stickSignal(b, g, n2, d2)
+		}
+	case "Tensor":
+		l := [3]float64{u(1.4, 2), u(0.5, 0.9), u(0.2, 0.4)}
+		e1 := randomAxis(r)
+		e2 := perpendicular(r, e1)
+		e3 := [3]float64{e1[1]*e2[2] - e1[2]*e2[1], e1[2]*e2[0] - e1[0]*e2[2], e1[0]*e2[1] - e1[1]*e2[0]}
+		var D [3][3]float64
+		for a := range 3 {
+			for b := range 3 {
+				D[a][b] = l[0]*e1[a]*e1[b] + l[1]*e2[a]*e2[b] + l[2]*e3[a]*e3[b]
+			}
+		}
+		for j := range d.N {
+			b, g := gradRow(d, j)
+			out[j] = tensorSignal(b, g, D)
+		}
+	default:
+		return nil, fmt.Errorf("dmri: unknown phantom class %q (want one of %v)", c, PhantomClasses)
+	}
+	return out, nil
+}
+
+// The compartment signals, written out here rather than taken from the
+// family (S/S0 at b-value b, unit gradient g, diffusivities in mm²/s).
+func ballSignal(b, d float64) float64 { return math.Exp(-b * d) }
+
+func stickSignal(b float64, g, n [3]float64, d float64) float64 {
+	c := g[0]*n[0] + g[1]*n[1] + g[2]*n[2]
+	return math.Exp(-b * d * c * c)
+}
+
+func zeppelinSignal(b float64, g, n [3]float64, dPar, dPerp float64) float64 {
+	c := g[0]*n[0] + g[1]*n[1] + g[2]*n[2]
+	return math.Exp(-b * (dPar*c*c + dPerp*(1-c*c)))
+}
+
+func tensorSignal(b float64, g [3]float64, D [3][3]float64) float64 {
+	var q float64
+	for i := range 3 {
+		for j := range 3 {
+			q += g[i] * D[i][j] * g[j]
+		}
+	}
+	return math.Exp(-b * q)
+}
+
+func gradRow(d family.Design, j int) (float64, [3]float64) {
+	r := d.Row(j)
+	return r[0], [3]float64{r[1], r[2], r[3]}
+}
+
+func randomAxis(r *rand.Rand) [3]float64 {
+	for {
+		v := [3]float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64()}
+		if n := math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2]); n > 1e-6 {
+			return [3]float64{v[0] / n, v[1] / n, v[2] / n}
+		}
+	}
+}
+
+// perpendicular returns a random unit vector orthogonal to e.
+func perpendicular(r *rand.Rand, e [3]float64) [3]float64 {
+	for {
+		v := randomAxis(r)
+		c := v[0]*e[0] + v[1]*e[1] + v[2]*e[2]
+		w := [3]float64{v[0] - c*e[0], v[1] - c*e[1], v[2] - c*e[2]}
+		if n := math.Sqrt(w[0]*w[0] + w[1]*w[1] + w[2]*w[2]); n > 1e-3 {
+			return [3]float64{w[0] / n, w[1] / n, w[2] / n}
+		}
+	}
+}
+
+// PhantomVoxels returns n voxels of class c on design d at the given SNR
+// (Rician magnitude noise σ = 1/snr relative to S0 = 1), each divided by
+// the mean of its b ≤ BZero measurements as LoadScan does: x[v*d.N+j].
+// Voxel v of class c uses the random stream (seed, class index, v).
+func PhantomVoxels(c string, d family.Design, n int, snr float64, seed uint64) ([]float64, error) {
+	ci := -1
+	for i, name := range PhantomClasses {
+		if name == c {
+			ci = i
+		}
+	}
+	if ci < 0 {
+		return nil, fmt.Errorf("dmri: unknown phantom class %q (want one of %v)", c, PhantomClasses)
+	}
+	if !(snr > 0) {
+		return nil, fmt.Errorf("dmri: SNR %v, want > 0", snr)
+	}
+	var b0 []int
+	for j := range d.N {
+		if d.Row(j)[0] <= BZero {
+			b0 = append(b0, j)
+		}
+	}
+	if len(b0) == 0 {
+		return nil, fmt.Errorf("dmri: the design has no b ≤ %v volume to normalise by", BZero)
+	}
+	sigma := 1 / snr
+	out := make([]float64, 0, n*d.N)
+	for v := range n {
+		r := rand.New(rand.NewPCG(seed^0x7068616e746f6d, uint64(ci)<<32|uint64(v))) // "phantom"
+		s, err := phantomSignal(r, c, d)
+		if err != nil {
+			return nil, err
+		}
+		for j := range s {
+			re, im := s[j]+sigma*r.NormFloat64(), sigma*r.NormFloat64()
+			s[j] = math.Hypot(re, im)
+		}
+		var m float64
+		for _, j := range b0 {
+			m += s[j]
+		}
+		m /= float64(len(b0))
+		for j := range s {
+			s[j] /= m
+		}
+		out = append(out, s...)
+	}
+	return out, nil
+}
+
+// PhantomResult is the model-selection outcome for one phantom class.
+type PhantomResult struct {
+	Class string `json:"class"`
+	N     int    `json:"voxels"`
+	// Right is the fraction of voxels whose most probable model class
+	// (signature, over every model of the family) is the true one, and
+	// RightSE its binomial standard error; RightAmong is the same among
+	// the phantom's classes only.
+	Right      float64 `json:"right"`
+	RightSE    float64 `json:"right_se"`
+	RightAmong float64 `json:"right_among_phantom_classes"`
+	// MeanProb is the mean posterior probability of the true class.
+	MeanProb float64 `json:"mean_prob_true_class"`
+	// Predicted counts the most probable class over all signatures.
+	Predicted map[string]int `json:"predicted"`
+}
+
+// SelectionPhantom simulates perClass voxels of every phantom class on
+// design d at snr and classifies them with the network's model posterior
+// q(M | x, λ) over the family's model list, summed per signature.
+func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr, lambda float64, seed uint64) ([]PhantomResult, error) {
+	f := p.Family()
+	classes := family.ComponentClasses(f)
+	models, err := ModelList(f, lambda)
+	if err != nil {
+		return nil, err
+	}
+	masks := make([][]bool, len(models))
+	sig := make([]string, len(models))
+	known := map[string]bool{}
+	for m, mod := range models {
+		masks[m] = mod.Mask
+		sig[m] = family.Signature(mod.Mask, classes)
+		known[sig[m]] = true
+	}
+	for _, c := range PhantomClasses {
+		if !known[c] {
+			return nil, fmt.Errorf("dmri: %s has no model of the phantom class %s (it needs ball, stick, zeppelin and tensor compartments, like bszt)", f.Name(), c)
+		}
+	}
+	var out []PhantomResult
+	for _, c := range PhantomClasses {
+		x, err := PhantomVoxels(c, d, perClass, snr, seed)
+		if err != nil {
+			return nil, err
+		}
+		obs := make([]posterior.Observation, perClass)
+		for v := range obs {
+			obs[v] = posterior.Observation{Design: d, X: x[v*d.N : (v+1)*d.N]}
+		}
+		lq, err := p.LogProbMasks(obs, lambda, [][][]bool{masks}, posterior.Options{Seed: seed})
+		if err != nil {
+			return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
+		}
+		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
+		for v := range obs {
+			// Signature probabilities in float64 (log-sum-exp over models).
+			mx := math.Inf(-1)
+			for _, l := range lq[v] {
+				mx = math.Max(mx, l)
+			}
+			ps := map[string]float64{}
+			var z float64
+			for m, s := range sig {
+				w := math.Exp(lq[v][m] - mx)
+				ps[s] += w
+				z += w
+			}
+			for s := range ps {
+				ps[s] /= z
+			}
+			best := ""
+			for s, v := range ps {
+				if best == "" || v > ps[best] || (v == ps[best] && s < best) {
+					best = s
+				}
+			}
+			// Right among the phantom classes only when strictly most probable.
+			among := true
+			for _, s := range PhantomClasses {
+				if s != c && ps[s] >= ps[c] {
+					among = false
+				}
+			}
+			if among {
+				res.RightAmong++
+			}
+			res.Predicted[best]++
+			if best == c {
+				res.Right++
+			}
+			res.MeanProb += ps[c]
+		}
+		n := float64(perClass)
+		res.Right /= n
+		res.RightAmong /= n
+		res.MeanProb /= n
+		res.RightSE = math.Sqrt(res.Right * (1 - res.Right) / n)
+		out = append(out, res)
+	}
+	return out, nil
+}

@@ -1,0 +1,434 @@
+package dmrifit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/nifti"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// Model-selection fit (`prism dmri fit` with a family that is not
+// ball-and-sticks, e.g. bszt and bszt-conv): for every voxel the network's
+// model posterior q(M | x, λ) over the family's whole model list, the
+// presence probability of every component and component class, the MAP
+// model, the model-averaged predicted signal, and the BedpostX maps of
+// the family's plain sticks where it has any.
+
+// Class is a group of exchangeable components (family.Class).
+type Class = family.Class
+
+// ComponentClasses groups the components of f into classes
+// (family.ComponentClasses).
+func ComponentClasses(f family.Family) []Class { return family.ComponentClasses(f) }
+
+// isPlainStick reports whether a class holds plain sticks with a fibre
+// direction (θ, φ), the compartments BedpostX's maps describe.
+// They are recognised by their tags (family/tags.go): a stick, oriented,
+// and not dispersed.
+func isPlainStick(f family.Family, cl Class) bool {
+	c := f.Components()[cl.Components[0]]
+	if !c.Has(family.TagStick) || !c.Has(family.TagOriented) || c.Has(family.TagDispersed) {
+		return false
+	}
+	has := map[string]bool{}
+	for _, p := range c.Params {
+		has[p.Name] = true
+	}
+	return has["theta"] && has["phi"]
+}
+
+// SelectFitter fits the model posterior of any dMRI family with a
+// trained network.
+type SelectFitter struct {
+	post    *posterior.Posterior
+	fam     family.Family
+	set     FitSettings
+	so      posterior.SampleOptions
+	Models  []Model
+	Classes []Class
+	masks   [][]bool
+	// Sticks are the plain-stick components (≤ MaxFibres) written in the
+	// BedpostX layout, frac their positions in Params.Fractions.
+	Sticks []int
+	frac   []int
+}
+
+// NewSelectFitter prepares a model-selection fit. The correction and the
+// ESS pass of the ball-and-sticks Fitter are not supported.
+func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Correct != "" && s.Correct != "none" {
+		return nil, fmt.Errorf("dmri: --correct is only available for ball-and-sticks families (b3s); %s is fitted without it", p.Family().Name())
+	}
+	if s.ESSSamples > 0 {
+		return nil, fmt.Errorf("dmri: the ESS map is only available for ball-and-sticks families (b3s)")
+	}
+	f := p.Family()
+	if _, ok := f.(family.TableDesigner); !ok {
+		return nil, fmt.Errorf("dmri: `dmri fit` needs a network of a dMRI family (b3s, bszt, …); %s is not one", f.Name())
+	}
+	ft := &SelectFitter{post: p, fam: f, set: s, Classes: ComponentClasses(f)}
+	solver, _ := posterior.ParseSolver(s.Solver)
+	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
+	var err error
+	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
+		return nil, err
+	}
+	for _, m := range ft.Models {
+		ft.masks = append(ft.masks, m.Mask)
+	}
+	simplexPos := map[int]int{}
+	for i, k := range f.Layout().Simplex {
+		simplexPos[k] = i
+	}
+	for _, cl := range ft.Classes {
+		if !isPlainStick(f, cl) {
+			continue
+		}
+		for _, k := range cl.Components {
+			pos, ok := simplexPos[k]
+			if !ok || len(ft.Sticks) == MaxFibres {
+				continue
+			}
+			ft.Sticks = append(ft.Sticks, k)
+			ft.frac = append(ft.frac, pos)
+		}
+	}
+	return ft, nil
+}
+
+// Settings returns the fitter's settings.
+func (ft *SelectFitter) Settings() FitSettings { return ft.set }
+
+// Family returns the fitted family.
+func (ft *SelectFitter) Family() family.Family { return ft.fam }
+
+// Selection is the model-selection fit of the voxels of a scan. Per-voxel
+// arrays of voxel v: CompProb[v*C+k], ClassProb[v*len(Classes)+c],
+// Pred[v*N+j] (N measurements); stick samples at [v*Samples+s].
+type Selection struct {
+	N, Samples, Meas int
+	Components       int
+	// ModelMass is Σ q(M | x, λ) over the model list before
+	// renormalising; MAP is the index into Models of the most probable
+	// model and MAPProb its renormalised probability.
+	ModelMass []float32
+	MAP       []int32
+	MAPProb   []float32
+	// CompProb is P(component k active | x) = Σ_M q(M | x, λ) M_k;
+	// ClassProb is P(any component of class c active | x).
+	CompProb  []float32
+	ClassProb []float32
+	// ModelProb is the renormalised q(M | x, λ), [v*len(Models)+m]; kept
+	// only when the fitter was asked to (KeepModelProb), nil otherwise.
+	ModelProb []float32
+	// Pred is the model-averaged predicted b0-normalised signal, the mean
+	// of the noise-free signal over the joint samples (M, θ); PPRMSE the
+	// RMSE of Pred against the data.
+	Pred   []float32
+	PPRMSE []float32
+	// Stick samples of the plain sticks, relabelled in every sample by
+	// decreasing fraction (absent sticks last, Active false), and the
+	// fraction-weighted mean diffusivity of the active sticks.
+	F, Theta, Phi [MaxFibres][]float32
+	Active        [MaxFibres][]bool
+	StickD        []float32
+}
+
+// KeepModelProbMax is the largest model list whose per-model
+// probabilities Fit keeps and WriteSelection writes as model_prob (one
+// volume per model; bszt's 2,046 models would take 8 kB per voxel).
+const KeepModelProbMax = 64
+
+func (ft *SelectFitter) newSelection(n, meas int) *Selection {
+	S, C := ft.set.Samples, len(ft.fam.Components())
+	a := &Selection{N: n, Samples: S, Meas: meas, Components: C,
+		ModelMass: make([]float32, n), MAP: make([]int32, n), MAPProb: make([]float32, n),
+		CompProb: make([]float32, n*C), ClassProb: make([]float32, n*len(ft.Classes)),
+		Pred: make([]float32, n*meas), PPRMSE: make([]float32, n), StickD: make([]float32, n*S)}
+	if len(ft.Models) <= KeepModelProbMax {
+		a.ModelProb = make([]float32, n*len(ft.Models))
+	}
+	for i := range ft.Sticks {
+		a.F[i] = make([]float32, n*S)
+		a.Theta[i] = make([]float32, n*S)
+		a.Phi[i] = make([]float32, n*S)
+		a.Active[i] = make([]bool, n*S)
+	}
+	return a
+}
+
+// Fit fits every voxel of s, in batches of Settings().BatchSize run
+// concurrently, one per core. Every voxel's result depends only on the
+// seed, its position in s.Voxels and its grid index, not on the batch
+// size or the number of cores. progress, if not nil, is called with the
+// number of voxels done; a cancelled ctx stops with ctx.Err().
+func (ft *SelectFitter) Fit(ctx context.Context, s *Scan, progress func(done int)) (*Selection, error) {
+	total := len(s.Voxels)
+	if total == 0 {
+		return nil, fmt.Errorf("dmri: no voxel to fit")
+	}
+	a := ft.newSelection(total, s.Design.N)
+	size := ft.set.BatchSize
+	nb := (total + size - 1) / size
+	err := parallelJobs(ctx, nb, func(i int) (int, error) {
+		at := i * size
+		n := min(size, total-at)
+		return n, ft.fitBatch(s, at, n, a)
+	}, progress)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// selectStreamTag separates the model draws of the selection fit from the
+// other random streams.
+const selectStreamTag = 0x73656c656374 // "select"
+
+// fitBatch fits voxels [start, start+n) of s into a (which covers the
+// whole scan; batches write disjoint ranges).
+func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
+	N := s.Design.N
+	obs := make([]posterior.Observation, n)
+	for v := range obs {
+		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
+	}
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	if err != nil {
+		return fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	M, C, K, S := len(ft.Models), a.Components, len(ft.Classes), a.Samples
+	p := make([]float32, M)
+	masks := make([][][]bool, n)
+	for v := range n {
+		g := start + v
+		a.ModelMass[g] = float32(normalise(lq[v], p))
+		if a.ModelProb != nil {
+			copy(a.ModelProb[g*M:(g+1)*M], p)
+		}
+		best := 0
+		comp := a.CompProb[g*C : (g+1)*C]
+		class := a.ClassProb[g*K : (g+1)*K]
+		for m, q := range p {
+			if q > p[best] {
+				best = m
+			}
+			mk := ft.masks[m]
+			for k, on := range mk {
+				if on {
+					comp[k] += q
+				}
+			}
+			for c, cl := range ft.Classes {
+				for _, k := range cl.Components {
+					if mk[k] {
+						class[c] += q
+						break
+					}
+				}
+			}
+		}
+		a.MAP[g], a.MAPProb[g] = int32(best), p[best]
+		r := rand.New(rand.NewPCG(ft.set.Seed^selectStreamTag, uint64(s.Voxels[g])))
+		masks[v] = make([][]bool, S)
+		for j := range S {
+			masks[v][j] = ft.masks[drawCategorical(r, p)]
+		}
+	}
+	so := ft.so
+	so.Options = opt
+	ts, err := ft.post.SampleTheta(obs, masks, so)
+	if err != nil {
+		return fmt.Errorf("dmri: parameter posterior: %w", err)
+	}
+	pred := make([]float64, N)
+	mean := make([]float64, N)
+	nst := len(ft.Sticks)
+	order := make([]int, nst)
+	fr := make([]float64, nst)
+	for v := range n {
+		g := start + v
+		clear(mean)
+		for j := range S {
+			th, mk := ts[v].Theta[j], masks[v][j]
+			ft.fam.Forward(s.Design, th, mk, pred)
+			for m, y := range pred {
+				mean[m] += y
+			}
+			if nst == 0 {
+				continue
+			}
+			nat := ft.fam.Natural(th, mk)
+			k := g*S + j
+			var fd, fsum float64
+			for i := range nst {
+				order[i] = i
+				fr[i] = 0
+				if mk[ft.Sticks[i]] {
+					fr[i] = nat.Fractions[ft.frac[i]]
+					fd += fr[i] * nat.Components[ft.Sticks[i]]["d"]
+					fsum += fr[i]
+				}
+			}
+			if fsum > 0 {
+				a.StickD[k] = float32(fd / fsum)
+			}
+			sort.SliceStable(order, func(x, y int) bool { return fr[order[x]] > fr[order[y]] })
+			for slot, i := range order {
+				if !mk[ft.Sticks[i]] {
+					continue
+				}
+				par := nat.Components[ft.Sticks[i]]
+				a.F[slot][k] = float32(fr[i])
+				a.Theta[slot][k] = float32(par["theta"])
+				a.Phi[slot][k] = float32(par["phi"])
+				a.Active[slot][k] = true
+			}
+		}
+		x := obs[v].X
+		var ss float64
+		for m := range mean {
+			mean[m] /= float64(S)
+			a.Pred[g*N+m] = float32(mean[m])
+			d := mean[m] - x[m]
+			ss += d * d
+		}
+		a.PPRMSE[g] = float32(math.Sqrt(ss / float64(N)))
+	}
+	return nil
+}
+
+// SelectionSidecar is selection.json, the key to the maps of a
+// model-selection fit.
+type SelectionSidecar struct {
+	Family     string   `json:"family"`
+	Lambda     float64  `json:"lambda"`
+	Components []string `json:"components"`
+	Classes    []Class  `json:"classes"`
+	// Sticks are the components written in the BedpostX layout (sticks
+	// 1…len relabelled per sample by decreasing fraction).
+	Sticks []string `json:"bedpostx_sticks,omitempty"`
+	Models []Model  `json:"models"`
+	Maps   []string `json:"maps"`
+}
+
+// WriteSelection writes the maps of a model-selection fit into dir (every
+// image on the grid and with the geometry of s.Ref, zero outside the fitted
+// voxels; docs/dmri.md):
+//
+//	comp_prob     4-D, one volume per component (mask order): P(active | x)
+//	class_prob    4-D, one volume per class: P(any of its components | x)
+//	map_model     int16, 1-based index into selection.json's models
+//	map_prob      q of the MAP model
+//	model_mass    Σ q(M | x, λ) over the model list before renormalising
+//	model_prob    4-D, one volume per model (only for ≤ KeepModelProbMax models)
+//	pred_signal   4-D, the model-averaged predicted b0-normalised signal,
+//	              one volume per measurement of the input
+//	pp_rmse       RMSE of pred_signal against the normalised data
+//	selection.json  components, classes and models (the key to the maps)
+//
+// and, when the family has plain sticks, the BedpostX layout of those
+// (WriteBedpostX; mean_dsamples is the fraction-weighted mean diffusivity
+// of the active sticks, mean_d_stdsamples 0, S0 1).
+func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error {
+	if a.N != len(s.Voxels) {
+		return fmt.Errorf("dmri: a selection of %d voxels for a scan of %d", a.N, len(s.Voxels))
+	}
+	var maps []string
+	if len(ft.Sticks) > 0 {
+		n := len(ft.Sticks)
+		p, err := stickSamples(s.Voxels, a.Samples, a.F[:n], a.Theta[:n], a.Phi[:n], a.Active[:n])
+		if err != nil {
+			return err
+		}
+		copy(p.D, a.StickD)
+		if err := WriteBedpostX(dir, s.Ref, s.Mask, p); err != nil {
+			return err
+		}
+		maps = append(maps, "BedpostX layout of the sticks")
+	}
+	nx, ny, nz := s.Nx, s.Ny, s.Nz
+	nv := nx * ny * nz
+	write := func(name string, dt nifti.Datatype, vols int, fill func(vol *nifti.Volume)) error {
+		if err := s.writeMap(dir, name, dt, vols, fill); err != nil {
+			return err
+		}
+		maps = append(maps, name+OutputExt)
+		return nil
+	}
+	perVoxel := func(name string, src []float32, vols int) error {
+		return write(name, nifti.Float32, vols, func(vol *nifti.Volume) {
+			for v, i := range s.Voxels {
+				for c := range vols {
+					vol.Data[i+c*nv] = src[v*vols+c]
+				}
+			}
+		})
+	}
+	if err := perVoxel("comp_prob", a.CompProb, a.Components); err != nil {
+		return err
+	}
+	if err := perVoxel("class_prob", a.ClassProb, len(ft.Classes)); err != nil {
+		return err
+	}
+	if err := write("map_model", nifti.Int16, 1, func(vol *nifti.Volume) {
+		for v, i := range s.Voxels {
+			vol.Data[i] = float32(ft.Models[a.MAP[v]].Index)
+		}
+	}); err != nil {
+		return err
+	}
+	if err := perVoxel("map_prob", a.MAPProb, 1); err != nil {
+		return err
+	}
+	if err := perVoxel("model_mass", a.ModelMass, 1); err != nil {
+		return err
+	}
+	if a.ModelProb != nil {
+		if err := perVoxel("model_prob", a.ModelProb, len(ft.Models)); err != nil {
+			return err
+		}
+	}
+	if err := perVoxel("pred_signal", a.Pred, a.Meas); err != nil {
+		return err
+	}
+	if err := perVoxel("pp_rmse", a.PPRMSE, 1); err != nil {
+		return err
+	}
+	side := SelectionSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Classes: ft.Classes, Models: ft.Models, Maps: maps}
+	for _, c := range ft.fam.Components() {
+		side.Components = append(side.Components, c.Name)
+	}
+	for _, k := range ft.Sticks {
+		side.Sticks = append(side.Sticks, ft.fam.Components()[k].Name)
+	}
+	return WriteJSON(filepath.Join(dir, "selection.json"), side)
+}
+
+// BallAndSticks reports whether f is a multi-shell ball-and-sticks family
+// that the BedpostX-style Fitter handles (NewFitter accepts it).
+func BallAndSticks(f family.Family) bool {
+	ball, sticks := 0, 0
+	for _, c := range f.Components() {
+		switch {
+		case c.Kind != family.Base:
+		case c.Has(family.TagBall) && c.Has(family.TagSharedDiffusivity):
+			ball++
+		case c.Has(family.TagStick) && c.Has(family.TagSharedDiffusivity):
+			sticks++
+		default:
+			return false
+		}
+	}
+	return ball == 1 && sticks >= 1
+}
