@@ -54,6 +54,14 @@ type FitSettings struct {
 	// docs/dmri.md). With a correction the samples always come from the
 	// corrected mixture.
 	Mixture bool `json:"mixture,omitempty"`
+	// Refine is the number of MALA steps that move each network sample
+	// towards the exact posterior of its model (correct.Refine; 0: off).
+	// Not used with a correction.
+	Refine int `json:"refine,omitempty"`
+	// RefineJumps is the number of independence Metropolis–Hastings
+	// steps from the Laplace approximation at the mode of each voxel's
+	// model before the MALA steps (correct.RefineSettings.Jumps; 0: none).
+	RefineJumps int `json:"refine_jumps,omitempty"`
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
@@ -88,6 +96,8 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d importance samples, want ≥ 0", s.ESSSamples)
 	case s.BatchSize < 1:
 		return fmt.Errorf("dmri: batch size %d, want ≥ 1", s.BatchSize)
+	case s.Refine < 0 || s.RefineJumps < 0:
+		return fmt.Errorf("dmri: %d refinement steps and %d jumps, want ≥ 0", s.Refine, s.RefineJumps)
 	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
 	}
@@ -406,6 +416,9 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Batch, error) {
 		for v := range n {
 			thetas[v] = ts[v].Theta
 			b.CorrESS[v], b.CorrSteps[v], b.CorrLogZSE[v], b.CorrFailed[v] = nan32, nan32, nan32, nan32
+		}
+		if _, err := correct.Refine(ft.fam, obs, masks, thetas, correct.RefineSettings{Steps: ft.set.Refine, Jumps: ft.set.RefineJumps, Seed: ft.set.Seed, Offset: uint64(start)}); err != nil {
+			return nil, fmt.Errorf("dmri: refinement: %w", err)
 		}
 	}
 	if ft.set.ESSSamples > 0 {
