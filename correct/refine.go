@@ -45,6 +45,15 @@ type RefineSettings struct {
 	// the mode as the proposal (0: none). The mode is found by Newton
 	// steps from the sample with the highest density.
 	Jumps int
+	// Exchangeable lists components (e.g. a ball-and-sticks family's
+	// sticks) whose labels do not matter: the model is invariant under
+	// permuting their parameters and fractions, the prior included. Each
+	// sample is first relabelled to the canonical mask (its active ones
+	// moved to the first positions of the list), so that all samples with
+	// the same number of them share one mode search and one chain
+	// population. The caller's masks[i][j] are replaced by the canonical
+	// ones (new slices).
+	Exchangeable []int
 	// Seed selects the random streams; observation i of a call uses the
 	// stream (Seed, Offset+i), so results do not depend on batching.
 	Seed, Offset uint64
@@ -94,6 +103,11 @@ func Refine(f family.Family, obs []posterior.Observation, masks [][][]bool, thet
 // refineObservation refines the samples of one observation, model by
 // model in the order of their first sample.
 func refineObservation(f family.Family, o posterior.Observation, masks [][]bool, thetas [][]float64, s RefineSettings, rng *rand.Rand) RefineStats {
+	if len(s.Exchangeable) > 1 {
+		for j := range masks {
+			masks[j], thetas[j] = canonical(f, masks[j], thetas[j], s.Exchangeable)
+		}
+	}
 	var groups [][]int
 	seen := map[string]int{}
 	for j, m := range masks {
@@ -125,6 +139,63 @@ func refineObservation(f family.Family, o posterior.Observation, masks [][]bool,
 		return RefineStats{Accept: math.NaN(), Moved: math.NaN()}
 	}
 	return RefineStats{Accept: acc / chains, Moved: moved / chains}
+}
+
+// canonical relabels the exchangeable components of one sample so that
+// its active ones come first in exch (the fractions and parameters move
+// with them). It returns mask and theta unchanged when they already are
+// canonical or the relabelled parameters have no latent (never for an
+// exchangeable family).
+func canonical(f family.Family, mask []bool, theta []float64, exch []int) ([]bool, []float64) {
+	var on []int
+	for _, k := range exch {
+		if mask[k] {
+			on = append(on, k)
+		}
+	}
+	done := true
+	for i, k := range on {
+		done = done && k == exch[i]
+	}
+	if done {
+		return mask, theta
+	}
+	p := f.Natural(theta, mask)
+	nm := append([]bool(nil), mask...)
+	for _, k := range exch {
+		nm[k] = false
+	}
+	q := family.Params{Shared: p.Shared, Components: map[int]map[string]float64{}}
+	if p.Fractions != nil {
+		q.Fractions = append([]float64(nil), p.Fractions...)
+		for _, k := range exch {
+			q.Fractions[k] = 0
+		}
+	}
+	isExch := map[int]bool{}
+	for _, k := range exch {
+		isExch[k] = true
+	}
+	for k, v := range p.Components {
+		if !isExch[k] {
+			q.Components[k] = v
+		}
+	}
+	for i, k := range on {
+		to := exch[i]
+		nm[to] = true
+		if v, ok := p.Components[k]; ok {
+			q.Components[to] = v
+		}
+		if q.Fractions != nil {
+			q.Fractions[to] = p.Fractions[k]
+		}
+	}
+	th, err := f.Latent(q, nm)
+	if err != nil {
+		return mask, theta
+	}
+	return nm, th
 }
 
 func maskKey(m []bool) string {
@@ -159,7 +230,11 @@ func refineGroup(t *target, thetas [][]float64, idx []int, s RefineSettings, rng
 		for a, q := range t.idx {
 			ch.z[a] = thetas[j][q]
 		}
-		ch.lg = t.logProb(ch.z, ch.g)
+		if steps > 0 {
+			ch.lg = t.logProb(ch.z, ch.g)
+		} else {
+			ch.lg = t.logProb(ch.z, nil) // no MALA: no gradient needed
+		}
 		if !math.IsInf(ch.lg, -1) && (best < 0 || ch.lg > cs[best].lg) {
 			best = c
 		}
@@ -334,7 +409,7 @@ func newtonMode(t *target, z []float64, lg float64, pc *precond, gp, tmp []float
 				gp[a] = z[a] + h*(tmp[a]-z[a])
 			}
 			if l := t.logProb(gp, nil); l > lg {
-				moved = l > lg+1e-3
+				moved = l > lg+newtonTol
 				copy(z, gp)
 				lg = l
 				break
@@ -355,24 +430,30 @@ const jumpDF = 5
 // newtonIters bounds the Newton steps towards the mode.
 const newtonIters = 8
 
+// newtonTol is the gain of log γ (nats) below which the Newton search
+// stops.
+const newtonTol = 0.05
+
 func newPrecond(t *target, z0 []float64) *precond {
 	d := len(z0)
 	h := mat.NewSymDense(d, nil)
-	zp, gp, gm := make([]float64, d), make([]float64, d), make([]float64, d)
+	zp, gp := make([]float64, d), make([]float64, d)
 	cols := make([][]float64, d)
+	g0 := make([]float64, d)
+	l0 := t.logProb(z0, g0)
 	for a := range d {
+		// Forward differences of the analytic gradient: d calls (the
+		// symmetrisation below averages the two triangles' errors).
 		copy(zp, z0)
 		zp[a] = z0[a] + hessStep
 		lp := t.logProb(zp, gp)
-		zp[a] = z0[a] - hessStep
-		lm := t.logProb(zp, gm)
 		cols[a] = make([]float64, d)
-		if math.IsInf(lp, -1) || math.IsInf(lm, -1) {
+		if math.IsInf(lp, -1) || math.IsInf(l0, -1) {
 			cols[a][a] = 1 // the prior's precision where the difference is undefined
 			continue
 		}
 		for b := range d {
-			cols[a][b] = -(gp[b] - gm[b]) / (2 * hessStep)
+			cols[a][b] = -(gp[b] - g0[b]) / hessStep
 		}
 	}
 	for a := range d {

@@ -53,7 +53,7 @@ type fitStateKey struct {
 	Particles  int     `json:"correct_particles,omitempty"`
 	Mixture    bool    `json:"mixture,omitempty"`
 	Refine     int     `json:"refine,omitempty"`
-	Jumps      int     `json:"refine_jumps,omitempty"`
+	RefineMALA int     `json:"refine_mala,omitempty"`
 	Output     int     `json:"output_version"`
 }
 
@@ -75,8 +75,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
 	fs.IntVar(&s.CorrectParticles, "correct-particles", dmri.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
-	fs.IntVar(&s.Refine, "refine", def.Refine, "MALA steps that move each network sample towards the exact posterior of its model (0: off; docs/dmri.md)")
-	fs.IntVar(&s.RefineJumps, "refine-jumps", def.RefineJumps, "independence Metropolis–Hastings steps from the Laplace approximation at the mode of each voxel's model, before the --refine MALA steps (0: none; docs/dmri.md)")
+	fs.IntVar(&s.Refine, "refine", def.Refine, "independence Metropolis–Hastings steps that move each network sample towards the exact posterior of its model (proposal: a t-distributed Laplace approximation at the mode; 0: the network's samples as they are; docs/dmri.md)")
+	fs.IntVar(&s.RefineMALA, "refine-mala", def.RefineMALA, "preconditioned MALA steps after the --refine steps (0: none)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")
@@ -135,7 +135,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 
 	key, err := json.Marshal(fitStateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver,
 		ESSSamples: s.ESSSamples, Seed: s.Seed, Weights: weights, Data: scanHash(scan), Voxels: len(scan.Voxels),
-		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Refine: s.Refine, Jumps: s.RefineJumps, Output: dmri.OutputVersion})
+		Correct: correctKey(s.Correct), Particles: correctParticlesKey(s), Mixture: s.Mixture, Refine: s.Refine, RefineMALA: s.RefineMALA, Output: dmri.OutputVersion})
 	if err != nil {
 		return err
 	}

@@ -183,3 +183,76 @@ func (m *Model) logLikGradBallSticks(d family.Design, x, theta []float64, mask [
 	grad[m.layout.Blocks[m.nc+st.noise].Offset] = gsg * st.dsg
 	return ll
 }
+
+// logLikBallSticks is logLik for isBallSticks models: the ball's exponent
+// once per distinct b-value and the Gaussian normalisation once per call.
+func (m *Model) logLikBallSticks(d family.Design, x []float64, st *state) float64 {
+	ball := -1
+	var fs [maxCompartments]float64
+	var nvec [maxCompartments][3]float64
+	ns := 0
+	for k, c := range m.spec.Compartments {
+		if !st.on[k] {
+			continue
+		}
+		if c == MultiShellBall {
+			ball = k
+		} else {
+			fs[ns], nvec[ns] = st.frac[k], st.c[k].n
+			ns++
+		}
+	}
+	md, ms := st.md, st.ms
+	fastOK := md > 0 && ms > 0
+	var k1, alpha float64
+	if fastOK {
+		k1, alpha = ms*ms/md, md*md/(ms*ms)
+	}
+	var bb, bs [ballShells]float64
+	nb := 0
+	fb := 0.0
+	if ball >= 0 {
+		fb = st.frac[ball]
+	}
+	ss := 0.0
+	for j := range x {
+		r := d.Cov[4*j : 4*j+4]
+		b := r[0]
+		s := 0.0
+		if ball >= 0 {
+			hit := -1
+			for q := range nb {
+				if bb[q] == b {
+					hit = q
+					break
+				}
+			}
+			if hit >= 0 {
+				s = bs[hit]
+			} else {
+				s = fb * math.Exp(-gammaE(b, md, ms))
+				if nb < ballShells {
+					bb[nb], bs[nb] = b, s
+					nb++
+				}
+			}
+		}
+		for i := range ns {
+			n := &nvec[i]
+			gdot := r[1]*n[0] + r[2]*n[1] + r[3]*n[2]
+			bc := b * gdot * gdot
+			t := bc * k1
+			var e float64
+			if t < 1e-3 || !fastOK {
+				e = gammaE(bc, md, ms)
+			} else {
+				e = alpha * math.Log1p(t)
+			}
+			s += fs[i] * math.Exp(-e)
+		}
+		rr := x[j] - s
+		ss += rr * rr
+	}
+	sg := st.sigma
+	return -0.5*ss/(sg*sg) - float64(len(x))*(math.Log(sg)+0.5*math.Log(2*math.Pi))
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestBallSticksFastMatchesGeneric compares the specialised ball-and-sticks
-// likelihood gradient with the generic one (itself checked against finite
+// likelihood and its gradient with the generic one (itself checked against finite
 // differences in likelihood_test.go) on b3s and b3s-brain, every mask with
 // a noise model, random latents and both a shell-ordered (UKB-like) and a
 // random design with more than ballShells distinct b-values. The two sum
@@ -55,6 +55,9 @@ func TestBallSticksFastMatchesGeneric(t *testing.T) {
 					m.decode(theta, mask, &st)
 					l1 := m.logLikGrad(des, x, theta, mask, &st, false, g1)
 					l2 := m.LogLikelihood(des, x, theta, mask, g2)
+					if l0, l3 := m.logLik(des, x, &st, false), m.LogLikelihood(des, x, theta, mask, nil); math.Abs(l0-l3) > 1e-10*math.Abs(l0) {
+						t.Fatalf("%s mask %v: log-likelihood without gradient %v (generic) vs %v", name, mask, l0, l3)
+					}
 					if math.Abs(l1-l2) > 1e-10*math.Abs(l1) {
 						t.Fatalf("%s mask %v: log-likelihood %v (generic) vs %v", name, mask, l1, l2)
 					}

@@ -559,6 +559,9 @@ func (m *Model) LogLikelihood(d family.Design, x, theta []float64, mask []bool, 
 	}
 	rician := m.spec.Noise[st.noise] == Rician
 	if grad == nil {
+		if m.ballSticks {
+			return m.logLikBallSticks(d, x[:d.N], &st)
+		}
 		return m.logLik(d, x[:d.N], &st, rician)
 	}
 	if m.ballSticks {
