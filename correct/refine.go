@@ -2,7 +2,6 @@ package correct
 
 import (
 	"fmt"
-	"os"
 	"math"
 	"math/rand/v2"
 
@@ -12,29 +11,39 @@ import (
 	"github.com/prismsbi/prism/posterior"
 )
 
-// Refinement: a short Markov chain from each of q's own samples to the
-// exact posterior of its model.
+// Refinement: short Markov chains from q's own samples to the exact
+// posterior of their model.
 //
 // Where the network's posterior q(θ | M, x) is about right in location but
 // too wide (the amortization gap of sharp posteriors, e.g. the second
 // fibre of a dMRI voxel), every sample of q can start a chain that leaves
-// the exact posterior p(θ | x, M) ∝ p(x | θ, M) N(θ; 0, I) invariant: a
-// few preconditioned MALA steps take the samples from q towards the
-// posterior and remove the excess width, at the cost of a few likelihood
-// gradients per sample, without q's density (unlike IS and SMC) and
-// without an evidence (the model probabilities stay the network's).
+// the exact posterior p(θ | x, M) ∝ p(x | θ, M) N(θ; 0, I) invariant. It
+// needs neither q's density (unlike IS and SMC) nor an evidence: the model
+// probabilities stay the network's.
 //
-// Per observation and model (the samples that share a mask): the
-// preconditioner Σ is the inverse of the negative Hessian of log γ at the
-// sample with the highest γ (central differences of the analytic
-// gradient), its eigenvalues raised to at least 1 (the prior's precision),
-// i.e. a Laplace approximation at q's best sample; the proposal is
-// z' = z + (ε²/2) Σ ∇log γ(z) + ε Σ^½ ξ with the Metropolis–Hastings
-// correction. The step size ε starts at 1.65 d^(−1/6) (the optimal MALA
-// scale for an exact Gaussian preconditioner) and is adapted towards
-// 57 % acceptance over the model's chains during the first half of the
-// steps (burn-in); the second half uses a fixed kernel, so each chain is
-// an exact MCMC run started from q's sample.
+// Per observation and model (the samples that share a mask, after
+// relabelling exchangeable components to one canonical mask):
+//
+//  1. Mode. From the sample with the highest γ, up to 8 Newton steps
+//     z += Σ ∇log γ with step halving, Σ the inverse of the negative
+//     Hessian of log γ (forward differences of the analytic gradient)
+//     with its eigenvalues replaced by max(|λ|, 1): a saddle-free metric
+//     where the Hessian is indefinite, at least the prior's precision.
+//  2. Jumps. Independence Metropolis–Hastings steps with a multivariate t
+//     proposal (5 degrees of freedom) at the mode with scale Σ: the
+//     Laplace approximation with heavy tails, so that no start in the
+//     posterior's tails is a trap. Each jump costs one likelihood; where
+//     the posterior is near-Gaussian most are accepted, and a chain
+//     forgets its start after one accepted jump.
+//  3. MALA (optional). Preconditioned Langevin steps z' = z + (ε²/2) Σ
+//     ∇log γ(z) + ε Σ^½ ξ with the Metropolis–Hastings correction; ε
+//     starts at 1.65 d^(−1/6) and is adapted towards 57 % acceptance over
+//     the model's chains during the first half of the steps, the second
+//     half uses a fixed kernel.
+//
+// The proposals depend on the model's samples only through the mode and
+// Σ, fixed before any chain moves (and ε, fixed after the burn-in half),
+// so every chain is an exact MCMC run started from q's sample.
 
 // RefineSettings configure Refine.
 type RefineSettings struct {
@@ -247,15 +256,9 @@ func refineGroup(t *target, thetas [][]float64, idx []int, s RefineSettings, rng
 		prop, gp, mean, xi, w = make([]float64, d), make([]float64, d), make([]float64, d), make([]float64, d), make([]float64, d)
 		nAcc, nTry            float64
 	)
-	jAcc := 0.0
 	if s.Jumps > 0 {
 		mode := append([]float64(nil), cs[best].z...)
-		lgm := cs[best].lg
-		lg0 := lgm
-		pc, lgm = newtonMode(t, mode, lgm, pc, gp, prop)
-		if debugRefine {
-			fmt.Fprintf(os.Stderr, "newton d=%d lg %.2f -> %.2f\n", d, lg0, lgm)
-		}
+		pc, _ = newtonMode(t, mode, cs[best].lg, pc, gp, prop)
 		// Independence sampler: proposal a multivariate t with jumpDF
 		// degrees of freedom at the mode with scale Σ (heavier tails than
 		// the Laplace approximation, so that a start far out in the
@@ -301,7 +304,6 @@ func refineGroup(t *target, thetas [][]float64, idx []int, s RefineSettings, rng
 					ch.lg, lqc = lgp, lqp
 					ch.acc++
 					nAcc++
-					jAcc++
 					jumped = true
 				}
 				nTry++
@@ -309,9 +311,6 @@ func refineGroup(t *target, thetas [][]float64, idx []int, s RefineSettings, rng
 			if jumped && steps > 0 {
 				ch.lg = t.logProb(ch.z, ch.g)
 			}
-		}
-		if debugRefine {
-			fmt.Fprintf(os.Stderr, "jumps d=%d acc %.3f\n", d, jAcc/float64(len(cs)*s.Jumps))
 		}
 	}
 	eps := 1.65 * math.Pow(float64(d), -1.0/6)
@@ -361,9 +360,6 @@ func refineGroup(t *target, thetas [][]float64, idx []int, s RefineSettings, rng
 			r := float64(sweepAcc) / float64(len(cs))
 			eps *= math.Exp(math.Max(-1, math.Min(1, 2*(r-0.574))))
 		}
-	}
-	if debugRefine {
-		fmt.Fprintf(os.Stderr, "group n=%d d=%d acc=%.3f eps=%.3f isq=%.3g\n", len(idx), d, nAcc/math.Max(nTry, 1), eps, pc.isq)
 	}
 	for c, j := range idx {
 		for a, q := range t.idx {
@@ -540,5 +536,3 @@ func (p *precond) logKernel(r []float64, eps float64) float64 {
 	}
 	return -0.5 * s / (eps * eps)
 }
-
-var debugRefine = os.Getenv("PRISM_DEBUG_REFINE") != ""
