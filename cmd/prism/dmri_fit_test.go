@@ -366,7 +366,7 @@ func TestDMRIFitResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := json.Marshal(fitStateKey{Lambda: set.Lambda, Samples: 5, Steps: 3, Solver: set.Solver, Seed: set.Seed,
-		Weights: dmri.WeightsHash(post), Data: scanHash(scan), Voxels: len(scan.Voxels), Output: dmri.OutputVersion})
+		Weights: dmri.WeightsHash(post), Data: scanHash(scan), Voxels: len(scan.Voxels), Refine: set.Refine, Output: dmri.OutputVersion})
 	part := filepath.Join(dir, "part")
 	os.MkdirAll(part, 0o755)
 	statePath := filepath.Join(part, dmri.StateFile)
