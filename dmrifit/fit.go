@@ -54,6 +54,15 @@ type FitSettings struct {
 	// docs/dmri.md). With a correction the samples always come from the
 	// corrected mixture.
 	Mixture bool `json:"mixture,omitempty"`
+	// Refine is the number of independence Metropolis–Hastings steps
+	// that move each network sample towards the exact posterior of its
+	// model, with a heavy-tailed Laplace approximation at the model's mode
+	// as the proposal (correct.Refine, docs/dmri.md; 0: off). Not used
+	// with a correction.
+	Refine int `json:"refine"`
+	// RefineMALA is the number of preconditioned MALA steps after them
+	// (correct.RefineSettings.Steps; 0: none).
+	RefineMALA int `json:"refine_mala,omitempty"`
 }
 
 // DefaultFitSettings returns the defaults of `prism dmri fit`: λ = 0.3
@@ -65,7 +74,7 @@ type FitSettings struct {
 // whose exact Jacobians cost more than the whole fit (docs/dmri.md), so it
 // is opt-in (ESSSamples > 0).
 func DefaultFitSettings() FitSettings {
-	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256}
+	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256, Refine: 3}
 }
 
 // OutputVersion identifies how FitBatch turns network samples into its
@@ -88,6 +97,8 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d importance samples, want ≥ 0", s.ESSSamples)
 	case s.BatchSize < 1:
 		return fmt.Errorf("dmri: batch size %d, want ≥ 1", s.BatchSize)
+	case s.Refine < 0 || s.RefineMALA < 0:
+		return fmt.Errorf("dmri: %d refinement jumps and %d MALA steps, want ≥ 0", s.Refine, s.RefineMALA)
 	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
 	}
@@ -162,6 +173,9 @@ type Fitter struct {
 	natFrac, natThet []int
 	natPhi           []int
 	cs               correct.Settings
+	// exch lists the sticks when they are exchangeable (equal Dirichlet
+	// concentrations), for the refinement's relabelling; else nil.
+	exch []int
 }
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
@@ -229,6 +243,7 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 			family.TagBall, MaxFibres, family.TagStick, family.TagSharedDiffusivity, f.Name())
 	}
 	ft.Sticks = len(ft.stick)
+	ft.exch = exchangeable(f.Layout(), ft.stick)
 	var err error
 	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
 		return nil, err
@@ -237,6 +252,21 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 		ft.masks = append(ft.masks, m.Mask)
 	}
 	return ft, nil
+}
+
+// exchangeable returns the sticks if their Dirichlet concentrations are
+// equal (the model is then invariant under relabelling them), else nil.
+func exchangeable(l *family.Layout, sticks []int) []int {
+	alpha := map[int]float64{}
+	for i, k := range l.Simplex {
+		alpha[k] = l.Alpha[i]
+	}
+	for _, k := range sticks {
+		if alpha[k] != alpha[sticks[0]] {
+			return nil
+		}
+	}
+	return sticks
 }
 
 // Settings returns the fitter's settings.
@@ -406,6 +436,9 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 		for v := range n {
 			thetas[v] = ts[v].Theta
 			b.CorrESS[v], b.CorrSteps[v], b.CorrLogZSE[v], b.CorrFailed[v] = nan32, nan32, nan32, nan32
+		}
+		if _, err := correct.Refine(ft.fam, obs, masks, thetas, correct.RefineSettings{Jumps: ft.set.Refine, Steps: ft.set.RefineMALA, Exchangeable: ft.exch, Seed: ft.set.Seed, Offset: uint64(start)}); err != nil {
+			return nil, fmt.Errorf("dmri: refinement: %w", err)
 		}
 	}
 	if ft.set.ESSSamples > 0 {

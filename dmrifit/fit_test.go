@@ -261,3 +261,18 @@ func TestModelPosteriorMatchesFitBatch(t *testing.T) {
 		t.Error("a range past the last voxel accepted")
 	}
 }
+
+// TestFitSettingsRefine checks the refinement's defaults and validation.
+func TestFitSettingsRefine(t *testing.T) {
+	s := DefaultFitSettings()
+	if s.Refine != 3 || s.RefineMALA != 0 {
+		t.Errorf("default refinement %d jumps, %d MALA steps; want 3, 0", s.Refine, s.RefineMALA)
+	}
+	for _, bad := range []FitSettings{{Refine: -1}, {RefineMALA: -2}} {
+		b := DefaultFitSettings()
+		b.Refine, b.RefineMALA = bad.Refine, bad.RefineMALA
+		if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "refinement") {
+			t.Errorf("refine %d, MALA %d: error %v", bad.Refine, bad.RefineMALA, err)
+		}
+	}
+}

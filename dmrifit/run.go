@@ -99,6 +99,8 @@ type stateKey struct {
 	Correct    string  `json:"correct,omitempty"`
 	Particles  int     `json:"correct_particles,omitempty"`
 	Mixture    bool    `json:"mixture,omitempty"`
+	Refine     int     `json:"refine,omitempty"`
+	RefineMALA int     `json:"refine_mala,omitempty"`
 	Output     int     `json:"output_version"`
 }
 
@@ -108,7 +110,7 @@ type stateKey struct {
 // runs keep their keys.
 func StateKey(s FitSettings, weights string, scan *Scan) ([]byte, error) {
 	k := stateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver, ESSSamples: s.ESSSamples, Seed: s.Seed,
-		Weights: weights, Data: scan.Hash(), Voxels: len(scan.Voxels), Mixture: s.Mixture, Output: OutputVersion}
+		Weights: weights, Data: scan.Hash(), Voxels: len(scan.Voxels), Mixture: s.Mixture, Refine: s.Refine, RefineMALA: s.RefineMALA, Output: OutputVersion}
 	if c := correctKey(s.Correct); c != "" {
 		k.Correct, k.Particles = c, s.CorrectParticles
 	}

@@ -25,6 +25,7 @@ func runDMRICrossing(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2, heun or dpm2m")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed of the fit")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (as `dmri fit --mixture`)")
+	fs.IntVar(&s.Refine, "refine", def.Refine, "refinement jumps towards the exact posterior (as `dmri fit --refine`; 0: the network's samples)")
 	angles := fs.String("angles", "45,60,90", "crossing angles in degrees")
 	snrs := fs.String("snr", "20,40", "SNRs (b0 over noise standard deviation)")
 	protos := fs.String("protocols", "ukb,shell20", "protocols: ukb (UK-Biobank-like, 105 volumes), shell20 (1 b0 + 20 directions at b = 2500)")

@@ -28,6 +28,8 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
 	fs.IntVar(&s.CorrectParticles, "correct-particles", dmrifit.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
+	fs.IntVar(&s.Refine, "refine", def.Refine, "independence Metropolis–Hastings steps that move each network sample towards the exact posterior of its model (proposal: a t-distributed Laplace approximation at the mode; 0: the network's samples as they are; docs/dmri.md)")
+	fs.IntVar(&s.RefineMALA, "refine-mala", def.RefineMALA, "preconditioned MALA steps after the --refine steps (0: none)")
 	fresh := fs.Bool("fresh", false, "start afresh: discard a partial state left in --out by an interrupted run instead of continuing it, and remove the maps of an earlier run (without it, a folder holding them is an error)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	shard := fs.String("shard", "", "fit only part I of N of the voxels (I/N, 0-based; or auto: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) into --out/shards; join with `prism dmri merge` (docs/cohorts.md)")

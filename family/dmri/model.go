@@ -191,6 +191,9 @@ type Model struct {
 	sb     family.StickBreaking
 	shared bool // has multi-shell compartments with shared (d, d_std)
 	nc     int  // number of signal compartments
+	// ballSticks selects the specialised likelihood gradient
+	// (ballsticks_fast.go).
+	ballSticks bool
 }
 
 // New builds a model family from spec.
@@ -267,6 +270,7 @@ func New(spec Spec) (*Model, error) {
 	}
 	m.layout = family.NewLayout(m.comps, simplex, append([]float64(nil), spec.Alpha...), shared)
 	m.sb = family.StickBreaking{Alpha: m.layout.Alpha}
+	m.ballSticks = m.isBallSticks()
 	return m, nil
 }
 
@@ -555,7 +559,13 @@ func (m *Model) LogLikelihood(d family.Design, x, theta []float64, mask []bool, 
 	}
 	rician := m.spec.Noise[st.noise] == Rician
 	if grad == nil {
+		if m.ballSticks {
+			return m.logLikBallSticks(d, x[:d.N], &st)
+		}
 		return m.logLik(d, x[:d.N], &st, rician)
+	}
+	if m.ballSticks {
+		return m.logLikGradBallSticks(d, x[:d.N], theta, mask, &st, grad)
 	}
 	return m.logLikGrad(d, x[:d.N], theta, mask, &st, rician, grad)
 }
