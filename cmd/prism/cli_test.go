@@ -13,6 +13,7 @@ import (
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/obsfile"
 )
 
 // prism runs one command line and returns exit code, stdout and stderr.
@@ -310,7 +311,7 @@ func TestForwardRoundTripsSimulate(t *testing.T) {
 }
 
 func formatG(v float64) string {
-	b, _ := appendFloats(nil, []float64{v})
+	b, _ := obsfile.AppendFloats(nil, []float64{v})
 	return string(b[1 : len(b)-1])
 }
 

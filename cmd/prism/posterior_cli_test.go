@@ -67,7 +67,7 @@ func TestSampleCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disc, err := p.Discover(observations(in), 0.5, 300, 4, posterior.Options{Seed: 3})
+	disc, err := p.Discover(obsfile.Observations(in), 0.5, 300, 4, posterior.Options{Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
