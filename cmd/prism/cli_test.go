@@ -46,7 +46,7 @@ func TestFamiliesJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var infos []familyInfo
+	var infos []family.Info
 	if err := json.Unmarshal([]byte(out), &infos); err != nil {
 		t.Fatal(err)
 	}
