@@ -17,6 +17,7 @@ import (
 
 	"github.com/prismsbi/prism/engine/kernels"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/internal/dirlock"
 )
 
 // Golden tests: the fixed-seed outputs of `prism demo --quick` (hashed in
@@ -228,5 +229,5 @@ func TestGoldenEval(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	checkGolden(t, "eval", goldenHashes(t, out))
+	checkGolden(t, "eval", goldenHashes(t, out, dirlock.FileName))
 }
