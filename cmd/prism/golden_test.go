@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/engine/kernels"
-	"github.com/prismsbi/prism/family/lingauss"
 	"github.com/prismsbi/prism/internal/dirlock"
 )
 
@@ -183,14 +182,7 @@ func TestGoldenSelectSample(t *testing.T) {
 	pinWorkers(t)
 	out := t.TempDir()
 	sim := filepath.Join(out, "sim.jsonl")
-	cands := filepath.Join(t.TempDir(), "cands.txt")
-	var cb strings.Builder
-	for idx := range lingauss.NumMasks {
-		cb.WriteString(maskString(lingauss.MaskFromIndex(idx)) + "\n")
-	}
-	if err := os.WriteFile(cands, []byte(cb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cands := allLingaussMasks(t)
 	runs := []struct {
 		stdout string
 		args   []string
