@@ -1,10 +1,11 @@
 package eval
 
 import (
-	"github.com/prismsbi/prism/posterior"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/prismsbi/prism/posterior"
 )
 
 func TestCalibrationErrorHand(t *testing.T) {

@@ -128,10 +128,6 @@ func qScorer(p *posterior.Posterior) MaskScorer {
 	}
 }
 
-// Random streams of the subspace test, combined with SubspaceConfig.Seed
-// as in Run, so that `prism eval` and the stand-alone test agree.
-func subspaceSeed(seed, stream uint64) uint64 { return seed*1000003 + stream }
-
 // SubspaceClassify runs the subspace classification test of Subspace with
 // any scorer of masks (the network's log q, or an exact posterior).
 func SubspaceClassify(f family.Family, score MaskScorer, cfg SubspaceConfig) (*SubspaceResult, error) {
@@ -144,26 +140,56 @@ func SubspaceClassify(f family.Family, score MaskScorer, cfg SubspaceConfig) (*S
 			fmt.Fprintf(cfg.Progress, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 		}
 	}
-	space, err := DrawSubspace(f, cfg.Models, cfg.Lambda, subspaceSeed(cfg.Seed, streamClassSpace))
-	if err != nil {
-		return nil, err
-	}
-	obs, lams, truth, err := subspaceData(f, space, cfg.Obs, cfg.Lambda, subspaceSeed(cfg.Seed, streamClassData))
-	if err != nil {
-		return nil, err
-	}
-	progress("subspace test: scoring %d models for %d observations", len(space), len(obs))
-	scores, err := score(obs, lams, space)
-	if err != nil {
-		return nil, err
-	}
-	res, err := subspaceMetrics(scores, truth, len(space), cfg.BootReps, subspaceSeed(cfg.Seed, streamBoot))
+	res, err := classifySubspace(f, score, classTest{Models: cfg.Models, Obs: cfg.Obs, Lambda: cfg.Lambda, Seed: cfg.Seed,
+		BootReps: cfg.BootReps, Stage: "subspace test"}, progress)
 	if err != nil {
 		return nil, err
 	}
 	res.Family, res.Seed, res.Lambda = f.Name(), cfg.Seed, "random"
 	if !math.IsNaN(cfg.Lambda) {
 		res.Lambda = fmt.Sprint(cfg.Lambda)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	progress("subspace test (λ %s): top-1 %.3f ± %.3f, top-5 %.3f ± %.3f over %d models, %d observations",
+		res.Lambda, res.Top1.Value, res.Top1.SE, res.Top5.Value, res.Top5.SE, res.Models, res.Obs)
+	return res, nil
+}
+
+// classTest sets one run of the classification test; Run's classification
+// (Config.ClassModels, N) and SubspaceClassify are the same test with the
+// same random streams (streamSeed), so that `prism eval` and the
+// stand-alone test agree.
+type classTest struct {
+	Models, Obs int
+	Lambda      float64 // NaN: λ ~ U(0, 1) per mask and per observation
+	Seed        uint64  // the run's seed
+	BootReps    int
+	Stage       string // names the test in progress lines
+}
+
+// classifySubspace draws the subspace (DrawSubspace), simulates the test
+// observations from it (subspaceData), scores every mask with score and
+// returns the classification figures (subspaceMetrics) with their labels
+// and, for families with a closed-form evidence, the accuracies of the
+// exact posterior.
+func classifySubspace(f family.Family, score MaskScorer, c classTest, progress func(format string, a ...any)) (*SubspaceResult, error) {
+	space, err := DrawSubspace(f, c.Models, c.Lambda, streamSeed(c.Seed, streamClassSpace))
+	if err != nil {
+		return nil, err
+	}
+	obs, lams, truth, err := subspaceData(f, space, c.Obs, c.Lambda, streamSeed(c.Seed, streamClassData))
+	if err != nil {
+		return nil, err
+	}
+	progress("%s: scoring %d models for %d observations", c.Stage, len(space), len(obs))
+	scores, err := score(obs, lams, space)
+	if err != nil {
+		return nil, err
+	}
+	boot := streamSeed(c.Seed, streamBoot)
+	res, err := subspaceMetrics(scores, truth, len(space), c.BootReps, boot)
+	if err != nil {
+		return nil, err
 	}
 	for _, m := range space {
 		res.Labels = append(res.Labels, family.MaskString(m))
@@ -173,19 +199,16 @@ func SubspaceClassify(f family.Family, score MaskScorer, cfg SubspaceConfig) (*S
 		exact := make([][]float64, len(obs))
 		for i := range exact {
 			exact[i] = make([]float64, len(space))
-			for c, m := range space {
-				exact[i][c] = ex.LogEvidence(obs[i].X, m) + prior.LogProb(m, lams[i])
+			for k, m := range space {
+				exact[i][k] = ex.LogEvidence(obs[i].X, m) + prior.LogProb(m, lams[i])
 			}
 		}
-		b, err := subspaceMetrics(exact, truth, len(space), cfg.BootReps, subspaceSeed(cfg.Seed, streamBoot))
+		b, err := subspaceMetrics(exact, truth, len(space), c.BootReps, boot)
 		if err != nil {
 			return nil, err
 		}
 		res.BayesTop1, res.BayesTop5 = &b.Top1, &b.Top5
 	}
-	res.Seconds = time.Since(start).Seconds()
-	progress("subspace test (λ %s): top-1 %.3f ± %.3f, top-5 %.3f ± %.3f over %d models, %d observations",
-		res.Lambda, res.Top1.Value, res.Top1.SE, res.Top5.Value, res.Top5.SE, res.Models, res.Obs)
 	return res, nil
 }
 

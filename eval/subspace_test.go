@@ -102,7 +102,7 @@ func TestSubspaceExactRanking(t *testing.T) {
 // lambdaOf returns observation i's λ under λ ~ U(0, 1): the first draw
 // of its generator (subspaceData).
 func lambdaOf(cfg SubspaceConfig, i int) float64 {
-	return family.SampleRNG(subspaceSeed(cfg.Seed, streamClassData), uint64(i)).Float64()
+	return family.SampleRNG(streamSeed(cfg.Seed, streamClassData), uint64(i)).Float64()
 }
 
 func maskOf(t *testing.T, s string) []bool {

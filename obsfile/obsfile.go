@@ -265,3 +265,59 @@ func ReadCSV(r io.Reader, name string, f family.Family, design DesignFunc) ([]Re
 	}
 	return out, nil
 }
+
+// Observations returns the observations of records.
+func Observations(recs []Record) []posterior.Observation {
+	o := make([]posterior.Observation, len(recs))
+	for i := range recs {
+		o[i] = recs[i].Obs
+	}
+	return o
+}
+
+// ReadOne reads observation index (from 0) of the file path, in any format
+// Read accepts.
+func ReadOne(path string, index int, f family.Family, design DesignFunc) (Record, error) {
+	in, err := Read(path, f, design)
+	if err != nil {
+		return Record{}, err
+	}
+	if index >= len(in) {
+		return Record{}, fmt.Errorf("%s holds %d observations, index %d is past its end", path, len(in), index)
+	}
+	return in[index], nil
+}
+
+// ReadMasks reads a file of candidate models: one 0/1 mask string per
+// line (blank lines and # comments skipped). Masks that are not models of
+// f (family.CheckMask) are errors naming the file and line.
+func ReadMasks(path string, f family.Family) ([][]bool, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var ms [][]bool
+	sc := bufio.NewScanner(fh)
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || s[0] == '#' {
+			continue
+		}
+		m, err := family.ParseMask(s, len(f.Components()))
+		if err == nil {
+			err = family.CheckMask(f, m)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		ms = append(ms, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("%s lists no masks", path)
+	}
+	return ms, nil
+}

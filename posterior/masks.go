@@ -353,3 +353,15 @@ func (l MaskLists) Check(n int) error {
 	}
 	return nil
 }
+
+// RankedMasks returns the masks of each observation's ranked models, in
+// rank order: the candidate lists of discovered models (Discover).
+func RankedMasks(rs [][]Ranked) [][][]bool {
+	out := make([][][]bool, len(rs))
+	for i := range rs {
+		for _, r := range rs[i] {
+			out[i] = append(out[i], r.Mask)
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/models"
+	"github.com/prismsbi/prism/obsfile"
 )
 
 // BenchmarkGridUpdate is one λ-slider update of the symbolic-k15 explorer
@@ -16,7 +17,7 @@ func BenchmarkGridUpdate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	obs, truth, err := BundledExample(p.Family())
+	obs, truth, err := obsfile.BundledExample(p.Family())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/obsfile"
 )
 
 //go:embed assets
@@ -253,7 +254,7 @@ func (s *Server) gridObservation(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "upload"
 	}
-	obs, truth, err := ParseObservation(name, b, g.fam)
+	obs, truth, err := obsfile.ParseOne(name, b, g.fam)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return

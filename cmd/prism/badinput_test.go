@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,19 +317,6 @@ func TestIssue22InterruptRemovesTemporaries(t *testing.T) {
 				t.Errorf("stderr: %s", stderr.String())
 			}
 		})
-	}
-}
-
-// TestWriteJSONLinesAllOrNothing: a value that cannot be encoded is
-// reported with its line and nothing is written.
-func TestWriteJSONLinesAllOrNothing(t *testing.T) {
-	var buf bytes.Buffer
-	err := writeJSONLines(&buf, []any{map[string]float64{"a": 1}, map[string]float64{"a": math.NaN()}})
-	if err == nil || !strings.Contains(err.Error(), "output line 2 of 2") || buf.Len() != 0 {
-		t.Fatalf("err %v, wrote %q", err, buf.String())
-	}
-	if err := writeJSONLines(&buf, []any{1, "x"}); err != nil || buf.String() != "1\n\"x\"\n" {
-		t.Fatalf("err %v, wrote %q", err, buf.String())
 	}
 }
 

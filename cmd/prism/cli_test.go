@@ -13,6 +13,7 @@ import (
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/family/lingauss"
+	"github.com/prismsbi/prism/obsfile"
 )
 
 // prism runs one command line and returns exit code, stdout and stderr.
@@ -45,7 +46,7 @@ func TestFamiliesJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var infos []familyInfo
+	var infos []family.Info
 	if err := json.Unmarshal([]byte(out), &infos); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestForwardRoundTripsSimulate(t *testing.T) {
 }
 
 func formatG(v float64) string {
-	b, _ := appendFloats(nil, []float64{v})
+	b, _ := obsfile.AppendFloats(nil, []float64{v})
 	return string(b[1 : len(b)-1])
 }
 

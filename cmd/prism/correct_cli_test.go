@@ -51,7 +51,7 @@ func TestCorrectFlag(t *testing.T) {
 	s := correct.DefaultSettings(correct.SMC)
 	s.Particles = 64
 	s.Sample = posterior.SampleOptions{Options: posterior.Options{Seed: 5}, Steps: 8}
-	lib, err := correct.Correct(p, observations(in), [][][]bool{masks}, 0.5, s)
+	lib, err := correct.Correct(p, obsfile.Observations(in), [][][]bool{masks}, 0.5, s)
 	if err != nil {
 		t.Fatal(err)
 	}

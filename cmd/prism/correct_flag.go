@@ -4,11 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"sort"
 
 	"github.com/prismsbi/prism/correct"
-	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -52,60 +49,6 @@ func (c *correctFlags) settings(so posterior.SampleOptions) (correct.Settings, e
 	return s, nil
 }
 
-// correctedModelJSON is one candidate model of a corrected posterior.
-type correctedModelJSON struct {
-	Mask          string   `json:"mask"`
-	Models        []string `json:"models"`
-	Prob          float64  `json:"prob"`
-	LogPrior      float64  `json:"log_prior"`
-	LogEvidence   *float64 `json:"log_evidence,omitempty"`    // absent when not finite
-	LogEvidenceSE *float64 `json:"log_evidence_se,omitempty"` // absent when not finite
-	ESS           float64  `json:"ess"`
-	Steps         float64  `json:"tempering_steps,omitempty"`
-	Failed        bool     `json:"failed,omitempty"`
-	Reason        string   `json:"reason,omitempty"`
-}
-
-// correctionJSON is the corrected model posterior of one observation with
-// its diagnostics, models ranked by corrected probability (top K; 0: all).
-type correctionJSON struct {
-	Method string               `json:"method"`
-	Failed bool                 `json:"failed"`
-	Reason string               `json:"reason,omitempty"`
-	Models []correctedModelJSON `json:"models"`
-}
-
-func toCorrectionJSON(f family.Family, method string, c correct.Corrected, top int) *correctionJSON {
-	idx := make([]int, len(c.Prob))
-	for m := range idx {
-		idx[m] = m
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return c.Prob[idx[a]] > c.Prob[idx[b]] })
-	if top > 0 && top < len(idx) {
-		idx = idx[:top]
-	}
-	out := &correctionJSON{Method: method, Failed: c.Failed, Reason: c.Reason}
-	for _, m := range idx {
-		r := c.Results[m]
-		out.Models = append(out.Models, correctedModelJSON{Mask: family.MaskString(r.Mask), Models: componentNames(f, r.Mask),
-			Prob: c.Prob[m], LogPrior: c.LogPrior[m], LogEvidence: finiteOrNil(r.LogEvidence), LogEvidenceSE: finiteOrNil(r.LogEvidenceSE),
-			ESS: r.ESS, Steps: r.Steps, Failed: r.Failed, Reason: r.Reason})
-	}
-	return out
-}
-
-// supportedMasks keeps the masks with positive prior probability at λ
-// (the others have no posterior mass).
-func supportedMasks(f family.Family, masks [][]bool, lambda float64) [][]bool {
-	var out [][]bool
-	for _, m := range masks {
-		if !math.IsInf(f.MaskPrior().LogProb(m, lambda), -1) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // correctCandidates runs the correction over the supported candidates of
 // every observation, pruned by --correct-min-q and --correct-max-models
 // (nil, nil for method none), and reports on stderr how many
@@ -114,37 +57,12 @@ func (c *correctFlags) correctCandidates(p *posterior.Posterior, obs []posterior
 	if s.Method == correct.None {
 		return nil, nil
 	}
-	sup := make([][][]bool, len(cands))
-	for i, cs := range cands {
-		if sup[i] = supportedMasks(p.Family(), cs, lambda); len(sup[i]) == 0 {
-			return nil, fmt.Errorf("--correct: no candidate model has positive prior probability at λ = %v", lambda)
-		}
-	}
-	sup, err := correct.Prune(p, obs, lambda, sup, c.pruneMinQ, c.pruneMax, s.Sample.Options)
+	res, failed, err := correct.Candidates(p, obs, cands, lambda, c.pruneMinQ, c.pruneMax, s)
 	if err != nil {
-		return nil, err
-	}
-	res, err := correct.Correct(p, obs, sup, lambda, s)
-	if err != nil {
-		return nil, err
-	}
-	failed := 0
-	for _, c := range res {
-		if c.Failed {
-			failed++
-		}
+		return nil, fmt.Errorf("--correct: %w", err)
 	}
 	if failed > 0 {
 		fmt.Fprintf(stderr, "prism: --correct %s failed its diagnostics for %d of %d observations (\"correction\": {\"failed\": true}); do not trust their corrected results\n", s.Method, failed, len(obs))
 	}
 	return res, nil
-}
-
-// finiteOrNil returns &v, or nil (field omitted) when v is not finite:
-// JSON has no infinities.
-func finiteOrNil(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/internal/demo"
+	"github.com/prismsbi/prism/internal/dirlock"
 )
 
 // TestDemoQuick runs the README's main command in its quick form and
@@ -21,7 +22,12 @@ import (
 // the DOM after load, where the report's script records how many of its
 // images decoded. Chromium is needed unless it is absent and
 // PRISM_REQUIRE_CHROMIUM is unset (.ci/run installs it and sets it).
+//
+// Its outputs are also compared with the golden hashes (golden_test.go):
+// every file but the report (whose page shows timings) and the output
+// lock, JSON files without their clocks and with the directory replaced.
 func TestDemoQuick(t *testing.T) {
+	pinWorkers(t)
 	out := filepath.Join(t.TempDir(), "demo")
 	code, stdout, stderr := prism("demo", "--quick", "--out", out)
 	if code != 0 {
@@ -57,6 +63,7 @@ func TestDemoQuick(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	checkGolden(t, "demo-quick", goldenHashes(t, out, demo.ReportFile, dirlock.FileName))
 
 	browser := findChromium()
 	if browser == "" {

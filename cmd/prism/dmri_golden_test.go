@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -115,7 +113,7 @@ func TestDMRIGolden(t *testing.T) {
 		t.Logf("%s: %.1f s", c.name, time.Since(t0).Seconds())
 		h := hashFolder(t, out, tmp)
 		if c.stdout {
-			h["(stdout)"] = sha(tmp.Replace(stdout))
+			h["(stdout)"] = sha([]byte(tmp.Replace(stdout)))
 		}
 		got[c.name] = h
 	}
@@ -172,7 +170,7 @@ func hashFolder(t *testing.T, dir string, tmp *strings.Replacer) map[string]stri
 			}
 			b = []byte(tmp.Replace(string(b)))
 		}
-		h[rel] = sha(string(b))
+		h[rel] = sha(b)
 		return nil
 	})
 	if err != nil {
@@ -201,9 +199,4 @@ func normRunJSON(t *testing.T, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/obsfile"
 )
 
 func init() {
@@ -75,7 +76,7 @@ func runForward(args []string, stdout, stderr io.Writer) error {
 		key = "signal"
 	}
 	b := append([]byte(`{"`+key+`":`), nil...)
-	b, bad := appendFloats(b, y)
+	b, bad := obsfile.AppendFloats(b, y)
 	if bad {
 		return fmt.Errorf("the forward model of %s produced a non-finite value for these parameters", f.Name())
 	}

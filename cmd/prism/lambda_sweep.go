@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/figures"
 	"github.com/prismsbi/prism/internal/memlimit"
-	"github.com/prismsbi/prism/plot"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/records"
 )
 
 func init() {
@@ -56,20 +58,20 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f := p.Family()
-	obs := observations(in)
+	obs := obsfile.Observations(in)
 	sweeps, err := p.LambdaSweep(obs, lambdas, *models, maxSweepModels, posterior.Options{Seed: *of.seed})
 	if err != nil {
 		return err
 	}
 	type lineJSON struct {
-		Index    int          `json:"index"`
-		Lambda   float64      `json:"lambda"`
-		TrueMask string       `json:"true_mask,omitempty"`
-		Mean     float64      `json:"active_mean"`
-		Median   float64      `json:"active_median"`
-		Lo       float64      `json:"active_q05"`
-		Hi       float64      `json:"active_q95"`
-		Top      []rankedJSON `json:"top"`
+		Index    int              `json:"index"`
+		Lambda   float64          `json:"lambda"`
+		TrueMask string           `json:"true_mask,omitempty"`
+		Mean     float64          `json:"active_mean"`
+		Median   float64          `json:"active_median"`
+		Lo       float64          `json:"active_q05"`
+		Hi       float64          `json:"active_q95"`
+		Top      []records.Ranked `json:"top"`
 	}
 	var lines []any
 	for i := range in {
@@ -77,33 +79,23 @@ func runLambdaSweep(args []string, stdout, stderr io.Writer) error {
 		for l, lam := range lambdas {
 			rs := sw.Ranked[l]
 			lj := lineJSON{Index: i, Lambda: lam, Mean: sw.ActiveMean[l], Median: sw.ActiveMedian[l],
-				Lo: sw.ActiveQ05[l], Hi: sw.ActiveQ95[l], Top: toRankedJSON(f, rs[:min(*top, len(rs))])}
+				Lo: sw.ActiveQ05[l], Hi: sw.ActiveQ95[l], Top: records.FromRanked(f, rs[:min(*top, len(rs))])}
 			if in[i].Truth != nil {
 				lj.TrueMask = family.MaskString(in[i].Truth)
 			}
 			lines = append(lines, lj)
 		}
 	}
-	if err := writeJSONLines(stdout, lines); err != nil {
+	if err := records.WriteLines(stdout, lines); err != nil {
 		return err
 	}
 	if *of.plotDir == "" {
 		return nil
 	}
 	for i := range min(len(in), maxPlots) {
-		if err := sweepFigure(filepath.Join(*of.plotDir, fmt.Sprintf("lambda-sweep-%04d.png", i)), f, &sweeps[i], i); err != nil {
+		if err := figures.LambdaSweep(filepath.Join(*of.plotDir, fmt.Sprintf("lambda-sweep-%04d.png", i)), f, &sweeps[i], fmt.Sprintf("observation %d", i)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// sweepFigure draws the number of active components (median, 5–95 %)
-// against λ and q(M | x, λ) of the models that rank highest at some λ.
-func sweepFigure(path string, f family.Family, sw *posterior.Sweep, i int) error {
-	s := plot.Sweep{Lambda: sw.Lambdas, CenterName: "median", Center: sw.ActiveMedian, Lo: sw.ActiveQ05, Hi: sw.ActiveQ95}
-	for k, m := range sw.Shown {
-		s.Models = append(s.Models, plot.Series{Name: family.MaskLabel(f, m), Values: sw.ShownProb[k]})
-	}
-	return plot.LambdaSweep(path, s, plot.Options{Title: fmt.Sprintf("observation %d", i)})
 }

@@ -67,7 +67,7 @@ func TestSampleCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disc, err := p.Discover(observations(in), 0.5, 300, 4, posterior.Options{Seed: 3})
+	disc, err := p.Discover(obsfile.Observations(in), 0.5, 300, 4, posterior.Options{Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +88,21 @@ func TestSampleCommand(t *testing.T) {
 	}
 }
 
+// allLingaussMasks writes the 64 lingauss-k6 masks, one per line, into a
+// candidates file and returns its path.
+func allLingaussMasks(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cands.txt")
+	var b strings.Builder
+	for idx := range lingauss.NumMasks {
+		b.WriteString(maskString(lingauss.MaskFromIndex(idx)) + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func maskString(m []bool) string {
 	b := make([]byte, len(m))
 	for i, v := range m {
@@ -104,14 +119,7 @@ func maskString(m []bool) string {
 // the number of models must be --top.
 func TestSelectCandidates(t *testing.T) {
 	sim := simFile(t, 3)
-	cands := filepath.Join(t.TempDir(), "cands.txt")
-	var b strings.Builder
-	for idx := range lingauss.NumMasks {
-		b.WriteString(maskString(lingauss.MaskFromIndex(idx)) + "\n")
-	}
-	if err := os.WriteFile(cands, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cands := allLingaussMasks(t)
 	code, out, errs := prism("select", "--checkpoint", testNet, "--from-simulate", sim, "--lambda", "0.5", "--candidates", cands, "--top", "3")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

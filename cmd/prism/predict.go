@@ -7,9 +7,12 @@ import (
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/figures"
 	"github.com/prismsbi/prism/internal/memlimit"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/plot"
 	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/records"
 )
 
 func init() {
@@ -56,7 +59,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		}
 		kind = "local"
 	}
-	obs := observations(in)
+	obs := obsfile.Observations(in)
 	var bands []posterior.Band
 	var corr []correct.Corrected
 	if cs.Method == correct.None {
@@ -67,7 +70,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		// Candidates: the fixed model, or the distinct models among
 		// --samples draws of q(M | x, λ); draws from the corrected
 		// posterior over them.
-		cands := make([][][]bool, len(obs))
+		var cands [][][]bool
 		if po.Mask != nil {
 			cands = [][][]bool{{po.Mask}}
 		} else {
@@ -75,11 +78,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			for i := range disc {
-				for _, r := range disc[i] {
-					cands[i] = append(cands[i], r.Mask)
-				}
-			}
+			cands = posterior.RankedMasks(disc)
 		}
 		if corr, err = cf.correctCandidates(p, obs, cands, *lambda, cs, stderr); err != nil {
 			return err
@@ -100,7 +99,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		Lo     []float64 `json:"lo"`
 		Hi     []float64 `json:"hi"`
 		// Correction is the corrected model posterior the draws came from.
-		Correction *correctionJSON `json:"correction,omitempty"`
+		Correction *records.Correction `json:"correction,omitempty"`
 	}
 	lines := make([]any, len(in))
 	for i, b := range bands {
@@ -109,27 +108,18 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 			l.Lambda = *lambda
 		}
 		if corr != nil {
-			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], 5)
+			l.Correction = records.FromCorrected(f, cs.Method.String(), corr[i], 5)
 		}
 		lines[i] = l
 	}
-	if err := writeJSONLines(stdout, lines); err != nil {
+	if err := records.WriteLines(stdout, lines); err != nil {
 		return err
 	}
 	if *of.plotDir == "" {
 		return nil
 	}
 	for i := range min(len(in), maxPlots) {
-		d := in[i].Obs.Design
-		x := make([]float64, d.N)
-		xlabel := "measurement"
-		for j := range x {
-			x[j] = float64(j)
-			if d.CovDim == 1 {
-				x[j] = d.Cov[j]
-				xlabel = "x"
-			}
-		}
+		x, xlabel := figures.Axis(in[i].Obs.Design)
 		b := bands[i]
 		path := filepath.Join(*of.plotDir, fmt.Sprintf("predict-%04d.png", i))
 		err := plot.PredictiveBand(path, plot.Points{X: x, Y: in[i].Obs.X},

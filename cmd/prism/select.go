@@ -1,18 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/figures"
 	"github.com/prismsbi/prism/internal/memlimit"
+	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/records"
 )
 
 func init() {
@@ -52,12 +52,12 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f := p.Family()
-	obs := observations(in)
+	obs := obsfile.Observations(in)
 	opt := posterior.Options{Seed: *of.seed}
 	var cands [][]bool
 	var disc [][]posterior.Ranked
 	if *candidates != "" {
-		if cands, err = readMasks(*candidates, f); err != nil {
+		if cands, err = obsfile.ReadMasks(*candidates, f); err != nil {
 			return fmt.Errorf("--candidates: %w", err)
 		}
 	} else {
@@ -75,30 +75,30 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	type lineJSON struct {
-		Index    int          `json:"index"`
-		Lambda   float64      `json:"lambda"`
-		TrueMask string       `json:"true_mask,omitempty"`
-		MAP      *rankedJSON  `json:"discovered_map,omitempty"`
-		Top      []rankedJSON `json:"top"`
+		Index    int              `json:"index"`
+		Lambda   float64          `json:"lambda"`
+		TrueMask string           `json:"true_mask,omitempty"`
+		MAP      *records.Ranked  `json:"discovered_map,omitempty"`
+		Top      []records.Ranked `json:"top"`
 		// Correction ranks the candidates by the corrected posterior.
-		Correction *correctionJSON `json:"correction,omitempty"`
+		Correction *records.Correction `json:"correction,omitempty"`
 	}
 	lines := make([]any, len(in))
 	for i := range in {
-		l := lineJSON{Index: i, Lambda: *lambda, Top: toRankedJSON(f, top2[i])}
+		l := lineJSON{Index: i, Lambda: *lambda, Top: records.FromRanked(f, top2[i])}
 		if in[i].Truth != nil {
 			l.TrueMask = family.MaskString(in[i].Truth)
 		}
 		if disc != nil {
-			m := toRankedJSON(f, disc[i][:1])[0]
+			m := records.FromRanked(f, disc[i][:1])[0]
 			l.MAP = &m
 		}
 		if corr != nil {
-			l.Correction = toCorrectionJSON(f, cs.Method.String(), corr[i], *top)
+			l.Correction = records.FromCorrected(f, cs.Method.String(), corr[i], *top)
 		}
 		lines[i] = l
 	}
-	if err := writeJSONLines(stdout, lines); err != nil {
+	if err := records.WriteLines(stdout, lines); err != nil {
 		return err
 	}
 	if *of.plotDir == "" {
@@ -106,42 +106,9 @@ func runSelect(args []string, stdout, stderr io.Writer) error {
 	}
 	for i := range min(len(in), maxPlots) {
 		path := filepath.Join(*of.plotDir, fmt.Sprintf("select-%04d.png", i))
-		if err := modelBars(path, f, top2[i], fmt.Sprintf("observation %d: top models, λ = %g", i, *lambda)); err != nil {
+		if err := figures.ModelPosterior(path, f, top2[i], fmt.Sprintf("observation %d: top models, λ = %g", i, *lambda)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// readMasks reads one 0/1 mask string per line (blank lines and # comments
-// skipped); masks that are not models of f (family.CheckMask) are errors.
-func readMasks(path string, f family.Family) ([][]bool, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	var ms [][]bool
-	sc := bufio.NewScanner(fh)
-	for line := 1; sc.Scan(); line++ {
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || s[0] == '#' {
-			continue
-		}
-		m, err := family.ParseMask(s, len(f.Components()))
-		if err == nil {
-			err = family.CheckMask(f, m)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		ms = append(ms, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(ms) == 0 {
-		return nil, fmt.Errorf("%s lists no masks", path)
-	}
-	return ms, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/prismsbi/prism/internal/atomicfile"
+	"github.com/prismsbi/prism/obsfile"
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/memlimit"
@@ -20,10 +20,6 @@ import (
 func init() {
 	register("simulate", "draw (λ, mask, θ, x) samples from a family into a JSON-lines file", runSimulate)
 }
-
-// simulateChunk is the number of samples simulated (in parallel) and
-// written per step; memory stays bounded by one chunk.
-const simulateChunk = 4096
 
 // progressEvery is the sample count above which simulate reports progress.
 const progressEvery = 50000
@@ -82,7 +78,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	}
 	longest := 0
 	for i := range probe {
-		line, err := appendSample(nil, f, &probe[i], withTable)
+		line, err := obsfile.AppendSample(nil, f, &probe[i], withTable)
 		if err != nil {
 			return err
 		}
@@ -91,117 +87,16 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	if err := memlimit.CheckDisk("--n", int64(*n), 0, 1.25*float64(longest), filepath.Dir(*out)); err != nil {
 		return err
 	}
+	prev := 0
 	return writeAtomically(*out, func(w io.Writer) error {
-		return simulateTo(w, f, opt, *n, withTable, stderr)
+		return obsfile.WriteSimulated(w, f, opt, *n, withTable, func(done int) {
+			// Report each completed tenth of a large run.
+			if *n >= progressEvery && done*10/(*n) > prev*10/(*n) {
+				fmt.Fprintf(stderr, "simulate: %d/%d samples\n", done, *n)
+			}
+			prev = done
+		})
 	})
-}
-
-// simulateTo writes n samples of f as JSON lines.
-func simulateTo(w io.Writer, f family.Family, opt family.SimOptions, n int, withTable bool, stderr io.Writer) error {
-	buf := make([]family.Sample, min(simulateChunk, n))
-	var line []byte
-	for start := 0; start < n; start += len(buf) {
-		batch := buf[:min(len(buf), n-start)]
-		if _, err := family.TrySimulateBatch(f, opt, uint64(start), batch); err != nil {
-			return err
-		}
-		for i := range batch {
-			var err error
-			line, err = appendSample(line[:0], f, &batch[i], withTable)
-			if err != nil {
-				return err
-			}
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
-		}
-		// Report each completed tenth of a large run.
-		if done := start + len(batch); n >= progressEvery && done*10/n > start*10/n {
-			fmt.Fprintf(stderr, "simulate: %d/%d samples\n", done, n)
-		}
-	}
-	return nil
-}
-
-// appendSample appends one JSON line:
-//
-//	{"index":I,"lambda":L,"mask":[0,1,…],"theta":PARAMS,"x":[…]
-//	 [,"bvals":[…],"bvecs":[[gx,gy,gz],…]] [,"at":[…]]}
-//
-// with PARAMS the natural parameters in the --params layout.
-func appendSample(b []byte, f family.Family, s *family.Sample, withTable bool) ([]byte, error) {
-	b = append(b, `{"index":`...)
-	b = strconv.AppendUint(b, s.Index, 10)
-	b = append(b, `,"lambda":`...)
-	b = appendFloat(b, s.Lambda)
-	b = append(b, `,"mask":[`...)
-	for k, on := range s.Mask {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		if on {
-			b = append(b, '1')
-		} else {
-			b = append(b, '0')
-		}
-	}
-	theta, err := json.Marshal(f.Natural(s.Theta, s.Mask))
-	if err != nil {
-		return b, fmt.Errorf("sample %d: natural parameters: %w", s.Index, err)
-	}
-	b = append(b, `],"theta":`...)
-	b = append(b, theta...)
-	b = append(b, `,"x":`...)
-	var bad bool
-	if b, bad = appendFloats(b, s.X); bad {
-		return b, fmt.Errorf("sample %d (mask %s): the simulator produced a non-finite value", s.Index, family.MaskString(s.Mask))
-	}
-	if family.ObservationKindOf(f) == family.ObservationPoints {
-		b = append(b, `,"at":`...)
-		b, _ = appendFloats(b, s.Design.Cov[:s.Design.N])
-	}
-	if withTable && s.Design.CovDim >= 4 {
-		b = append(b, `,"bvals":[`...)
-		for j := 0; j < s.Design.N; j++ {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendFloat(b, s.Design.Row(j)[0])
-		}
-		b = append(b, `],"bvecs":[`...)
-		for j := 0; j < s.Design.N; j++ {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b, _ = appendFloats(b, s.Design.Row(j)[1:4])
-		}
-		b = append(b, ']')
-	}
-	return append(b, "}\n"...), nil
-}
-
-// appendFloat appends v in the shortest form that parses back to v.
-func appendFloat(b []byte, v float64) []byte {
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
-}
-
-// appendFloats appends a JSON array of xs and reports whether any value was
-// not finite (JSON has no NaN or Inf; they are written as null).
-func appendFloats(b []byte, xs []float64) ([]byte, bool) {
-	bad := false
-	b = append(b, '[')
-	for j, v := range xs {
-		if j > 0 {
-			b = append(b, ',')
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			bad = true
-			b = append(b, "null"...)
-			continue
-		}
-		b = appendFloat(b, v)
-	}
-	return append(b, ']'), bad
 }
 
 // writeAtomically writes path through a temporary file in the same

@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/prismsbi/prism/checkpoint"
@@ -67,40 +64,21 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	if set["replicas"] && *replicas <= 0 {
 		return fmt.Errorf("--replicas %d must be positive", *replicas)
 	}
-	var sched train.Schedule
+	ov := train.Overrides{Replicas: *replicas, Minutes: *minutes, Steps: *steps, CPUMinutes: *cpuMinutes}
 	if set["lr-schedule"] {
-		var err error
-		if sched, err = train.ParseSchedule(*schedule); err != nil {
+		sched, err := train.ParseSchedule(*schedule)
+		if err != nil {
 			return fmt.Errorf("--lr-schedule: %w", err)
 		}
+		ov.Schedule = &sched
 	}
-	var prop *family.FractionProposal
 	if set["proposal"] {
-		var err error
-		if prop, err = train.ParseProposal(*proposal); err != nil {
+		if ov.Proposal, err = train.ParseProposal(*proposal); err != nil {
 			return fmt.Errorf("--proposal: %w", err)
 		}
+		ov.SetProposal = true
 	}
-	limit := func(c *train.Config) {
-		if set["proposal"] {
-			c.Proposal = prop
-		}
-		if set["lr-schedule"] {
-			c.Optimizer.Schedule = sched
-		}
-		if set["replicas"] {
-			c.Replicas = *replicas
-		}
-		switch {
-		case set["minutes"]:
-			c.Minutes, c.Steps = *minutes, 0
-		case set["steps"]:
-			c.Steps, c.Minutes = *steps, 0
-		}
-		if set["cpu-minutes"] {
-			c.CPUMinutes = *cpuMinutes
-		}
-	}
+	limit := ov.Apply
 
 	opts := train.Options{}
 	if !*quiet {
@@ -110,29 +88,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			opts.ProgressInterval = 30 * time.Second
 		}
 	}
-	stop := make(chan struct{})
+	stop, ctx, release := stepInterrupt(stderr, "\nprism train: stopping after this step (interrupt again to abort without a checkpoint)")
+	defer release()
 	opts.Stop = stop
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	gracefulSignals.Store(2)
-	defer func() {
-		gracefulSignals.Store(0)
-		signal.Stop(sigs)
-	}()
-	go func() {
-		// First signal: finish the step and checkpoint. Second: abort (the
-		// last committed checkpoint stays valid).
-		if _, ok := <-sigs; !ok {
-			return
-		}
-		fmt.Fprintln(stderr, "\nprism train: stopping after this step (interrupt again to abort without a checkpoint)")
-		close(stop)
-		if _, ok := <-sigs; ok {
-			cancel()
-		}
-	}()
 
 	var tr *train.Trainer
 	if *resume != "" {
@@ -205,16 +163,6 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "prism train: %d simulations gave NaN or infinite observations and were redrawn from the prior (dropped_samples in log.jsonl)\n", res.Dropped)
 	}
 	return nil
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // latestCheckpoint is the name of dir's committed checkpoint ("" if none).

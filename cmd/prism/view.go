@@ -98,10 +98,10 @@ func runView(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	if host, _, _ := net.SplitHostPort(*listen); !isLoopback(host) {
+	if host, _, _ := net.SplitHostPort(*listen); !view.IsLoopback(host) {
 		fmt.Fprintf(stderr, "prism view: WARNING: listening on %s: anyone who can reach this machine can use the viewer (and its CPU); use --listen 127.0.0.1:PORT to keep it local\n", ln.Addr())
 	}
-	fmt.Fprintf(stdout, "prism view: open http://%s/ (Ctrl-C to stop)\n", browsable(ln.Addr()))
+	fmt.Fprintf(stdout, "prism view: open http://%s/ (Ctrl-C to stop)\n", view.Browsable(ln.Addr()))
 	ctx, stop := viewContext(stderr)
 	defer stop()
 	return srv.Serve(ctx, ln)
@@ -126,10 +126,15 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 	var name string
 	switch {
 	case example:
-		obs, truth, err = view.BundledExample(f)
+		obs, truth, err = obsfile.BundledExample(f)
 		name = "bundled example (" + data.SymbolicExample + ")"
 	case obsPath != "":
-		obs, truth, err = readOneObservation(obsPath, index, f)
+		var rec obsfile.Record
+		rec, err = obsfile.ReadOne(obsPath, index, f, func() (family.Design, error) { return obsfile.FixedDesign(f) })
+		if err != nil {
+			err = fmt.Errorf("--obs (--index %d): %w", index, err)
+		}
+		obs, truth = rec.Obs, rec.Truth
 		name = fmt.Sprintf("%s, observation %d", filepath.Base(obsPath), index)
 	default:
 		obs, truth, err = view.SimulatedExample(f, seed, simLambda)
@@ -140,7 +145,7 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 	}
 	var cands [][]bool
 	if candPath != "" {
-		if cands, err = readMasks(candPath, f); err != nil {
+		if cands, err = obsfile.ReadMasks(candPath, f); err != nil {
 			return nil, nil, fmt.Errorf("--candidates: %w", err)
 		}
 	}
@@ -151,95 +156,4 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 		return nil, nil, fmt.Errorf("%s: %w", n.source(), err)
 	}
 	return g, cands, nil
-}
-
-// readOneObservation reads line index of an observation file in the
-// formats of `prism select --obs`.
-func readOneObservation(path string, index int, f family.Family) (posterior.Observation, []bool, error) {
-	design := func() (family.Design, error) { return view.FixedDesign(f) }
-	in, err := obsfile.Read(path, f, design)
-	if err != nil {
-		return posterior.Observation{}, nil, fmt.Errorf("--obs: %w", err)
-	}
-	if index >= len(in) {
-		return posterior.Observation{}, nil, fmt.Errorf("--obs: %s holds %d observations, --index %d is past its end", path, len(in), index)
-	}
-	return in[index].Obs, in[index].Truth, nil
-}
-
-// loadDMRIView loads the scan (from the flags, or the fit folder's
-// run.json) and its network.
-func loadDMRIView(folder string, files dmrifit.ScanFiles, checkpoint, model string, lambda float64, seed uint64, stderr io.Writer) (*view.DMRI, error) {
-	set := view.DefaultDMRISettings()
-	set.Seed = seed
-	if folder != "" {
-		run, err := view.ReadFitRun(folder)
-		if err != nil {
-			return nil, fmt.Errorf("--dmri: %w", err)
-		}
-		if files.DWI == "" {
-			files = run.Inputs
-		}
-		if checkpoint == "" && model == "" {
-			checkpoint, model = run.Checkpoint, run.Model
-		}
-		set = run.Settings
-	}
-	if files.DWI == "" || files.Bval == "" || files.Bvec == "" {
-		return nil, errors.New("the scan needs --dwi, --bval and --bvec")
-	}
-	if lambda != 0 {
-		if !(lambda > 0 && lambda < 1) {
-			return nil, fmt.Errorf("--lambda %v: want 0 < λ < 1", lambda)
-		}
-		set.Lambda = lambda
-	}
-	post, err := loadPosterior(checkpoint, model)
-	if err != nil {
-		if errors.Is(err, errNoNetwork) {
-			return nil, errors.New("the scan needs a ball-and-sticks network: --dmri-model NAME or --dmri-checkpoint DIR")
-		}
-		return nil, err
-	}
-	source := "model:" + model
-	if model == "" {
-		source = checkpoint
-	}
-	fmt.Fprintf(stderr, "prism view: loading %s\n", files.DWI)
-	scan, err := dmrifit.LoadScan(files)
-	if err != nil {
-		return nil, err
-	}
-	what := "the model posterior of the three middle slices at λ = " + fmt.Sprint(set.Lambda)
-	if folder != "" {
-		what = "the maps of " + folder
-	}
-	fmt.Fprintf(stderr, "prism view: %d voxels: tensor fit, then %s\n", len(scan.Voxels), what)
-	d, err := view.NewDMRI(scan, post, folder, source, set)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// isLoopback reports whether host names this machine only.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// browsable returns the address to type into a browser: the wildcard
-// address is replaced by 127.0.0.1.
-func browsable(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }

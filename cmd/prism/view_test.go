@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/prismsbi/prism/data"
+	"github.com/prismsbi/prism/records"
 )
 
 // syncBuffer is a bytes buffer safe for one writer and one reader.
@@ -223,7 +224,7 @@ func TestViewBrowser(t *testing.T) {
 		t.Fatalf("prism select exit %d: %s", code, errs)
 	}
 	var sel struct {
-		Top []rankedJSON `json:"top"`
+		Top []records.Ranked `json:"top"`
 	}
 	if err := json.Unmarshal([]byte(out), &sel); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,158 @@
+package eval
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/prismsbi/prism/posterior"
+)
+
+// Calibration is the SBC result for masks or parameters.
+type Calibration struct {
+	// CE is the calibration error of the pooled values, with bootstrap SE
+	// over trials.
+	CE Value `json:"ce"`
+	// Values is the number of pooled SBC values.
+	Values int `json:"values"`
+	// Band is the CE distribution of a perfectly calibrated posterior at
+	// the same N (independent values; for parameters with the discrete
+	// ranks of S samples).
+	Band Band `json:"band"`
+	// Inside reports CE ≤ the band's upper quantile.
+	Inside bool `json:"inside_band"`
+	// DependentBand (parameters only) keeps the dependence between the
+	// pooled PIT values of one trial (SelfConsistentCEBand); InsideDependent
+	// compares CE with it.
+	DependentBand   *Band `json:"dependent_band,omitempty"`
+	InsideDependent *bool `json:"inside_dependent_band,omitempty"`
+	// U are the SBC values (for plots).
+	U []float64 `json:"-"`
+}
+
+func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
+	ms, err := r.sampleMasks(r.obs, r.lams, r.cfg.MaskSamples, r.seed(streamMasks))
+	if err != nil {
+		return nil, err
+	}
+	truth := make([][][]bool, len(r.obs))
+	for i, s := range r.sims {
+		truth[i] = [][]bool{s.Mask}
+	}
+	lq, err := r.logProbMasks(r.obs, r.lams, truth)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(r.seed(streamRank), 1))
+	u := make([]float64, len(r.obs))
+	ls := make([]float64, r.cfg.MaskSamples)
+	for i := range u {
+		u[i] = RandomizedRank(rng, lq[i][0], alignTies(ls, lq[i][0], r.sims[i].Mask, ms[i]))
+	}
+	band, err := UniformCEBand(len(u), 0, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand))
+	if err != nil {
+		return nil, err
+	}
+	rep.Mask = r.calibration(u, band, func(idx []int) []float64 { return pick(u, idx) })
+	return ms, nil
+}
+
+// tieTolerance is the difference in log q below which a sampled mask
+// counts as tied with the true mask: the sampler's log q and the
+// teacher-forced log q of the same mask agree only to about 10⁻⁴ in
+// float32 (docs/posterior.md).
+const tieTolerance = 1e-4
+
+// alignTies returns the sampled log q values with ties to the true mask's
+// logqTrue made exact: a draw of the true mask itself, or of a mask whose
+// log q is within tieTolerance, gets logqTrue. Without this, rounding
+// differences between the sampler and teacher forcing would break the
+// ties of model SBC in a random direction and make calibrated ranks look
+// over-confident (mass at both ends).
+func alignTies(dst []float64, logqTrue float64, truth []bool, ms posterior.MaskSet) []float64 {
+	dst = dst[:len(ms.LogQ)]
+	for s, l := range ms.LogQ {
+		if math.Abs(l-logqTrue) <= tieTolerance || slices.Equal(ms.Masks[s], truth) {
+			l = logqTrue
+		}
+		dst[s] = l
+	}
+	return dst
+}
+
+func (r *run) calibration(u []float64, band Band, resample func(idx []int) []float64) Calibration {
+	ce := CalibrationError(u)
+	se := Bootstrap(len(r.obs), r.cfg.BootReps, r.seed(streamBoot), func(idx []int) float64 {
+		return CalibrationError(resample(idx))
+	})
+	return Calibration{CE: Value{ce, se}, Values: len(u), Band: band, Inside: ce <= band.Upper, U: u}
+}
+
+// activeIdx lists the active coordinates of a latent mask.
+func activeIdx(a []bool) []int {
+	var idx []int
+	for j, on := range a {
+		if on {
+			idx = append(idx, j)
+		}
+	}
+	return idx
+}
+
+func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
+	S := r.cfg.ThetaSamples
+	rows := make([][][]bool, len(r.obs))
+	for i, s := range r.sims {
+		rows[i] = posterior.Repeat(s.Mask, S)
+	}
+	so := r.so
+	so.Seed = r.seed(streamTheta)
+	ts, err := r.p.SampleTheta(r.obs, rows, so)
+	if err != nil {
+		return nil, fmt.Errorf("eval: parameter samples: %w", err)
+	}
+	perTrial := make([][]float64, len(r.obs))
+	act := make([][][]float64, 0, len(r.obs))
+	var u []float64
+	col := make([]float64, S)
+	for i, s := range r.sims {
+		idx := activeIdx(r.active[i])
+		if len(idx) == 0 {
+			continue
+		}
+		for _, j := range idx {
+			for k := range col {
+				col[k] = ts[i].Theta[k][j]
+			}
+			perTrial[i] = append(perTrial[i], PIT(s.Theta[j], col))
+		}
+		u = append(u, perTrial[i]...)
+		vs := make([][]float64, S)
+		for k := range vs {
+			vs[k] = pick(ts[i].Theta[k], idx)
+		}
+		act = append(act, vs)
+	}
+	if len(u) == 0 {
+		return nil, fmt.Errorf("eval: no active parameters in %d test observations", len(r.obs))
+	}
+	band, err := UniformCEBand(len(u), S, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand)+1)
+	if err != nil {
+		return nil, err
+	}
+	rep.Param = r.calibration(u, band, func(idx []int) []float64 {
+		var v []float64
+		for _, i := range idx {
+			v = append(v, perTrial[i]...)
+		}
+		return v
+	})
+	dep, err := SelfConsistentCEBand(act, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand)+2)
+	if err != nil {
+		return nil, err
+	}
+	in := rep.Param.CE.Value <= dep.Upper
+	rep.Param.DependentBand, rep.Param.InsideDependent = &dep, &in
+	return ts, nil
+}
