@@ -120,7 +120,7 @@ func refineObservation(f family.Family, o posterior.Observation, masks [][]bool,
 	var groups [][]int
 	seen := map[string]int{}
 	for j, m := range masks {
-		k := maskKey(m)
+		k := family.MaskString(m)
 		g, ok := seen[k]
 		if !ok {
 			g = len(groups)
@@ -205,17 +205,6 @@ func canonical(f family.Family, mask []bool, theta []float64, exch []int) ([]boo
 		return mask, theta
 	}
 	return nm, th
-}
-
-func maskKey(m []bool) string {
-	b := make([]byte, len(m))
-	for i, v := range m {
-		b[i] = '0'
-		if v {
-			b[i] = '1'
-		}
-	}
-	return string(b)
 }
 
 // chain is one refinement chain: position, ∇ log γ and log γ.
