@@ -91,15 +91,11 @@ func ReadReport(path string) (*Report, error) {
 }
 
 func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("bids: %s: %w", path, err)
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("bids: %w", err)
 	}
-	if err := atomicfile.WriteBytes(path, append(b, '\n')); err != nil {
-		return fmt.Errorf("bids: %s: %w", path, err)
+	if err := atomicfile.WriteJSON(path, v); err != nil {
+		return fmt.Errorf("bids: %w", err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package dmrifit
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -49,11 +48,7 @@ func WriteCrossingJSON(path, network, family string, s FitSettings, spec Crossin
 			}
 		}
 	}
-	data, err := json.MarshalIndent(map[string]any{"network": network, "family": family, "settings": s, "phantom": spec, "cells": all}, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteBytes(path, append(data, 10)); err != nil {
+	if err := atomicfile.WriteJSON(path, map[string]any{"network": network, "family": family, "settings": s, "phantom": spec, "cells": all}); err != nil {
 		return fmt.Errorf("--json: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 )
 
@@ -343,7 +344,7 @@ func TestWriteReadCompare(t *testing.T) {
 			t.Errorf("%s is %v", name, b)
 		}
 	}
-	if err := WriteJSON(filepath.Join(out, "c.json"), c); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(out, "c.json"), c); err != nil {
 		t.Fatal(err)
 	}
 	var back map[string]any

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/dti"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/quantile"
 	"github.com/prismsbi/prism/nifti"
@@ -143,7 +144,7 @@ func RunDTI(scan *Scan, cfg DTIConfig) (*DTIRecord, error) {
 	}
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(cfg.Started).Seconds()
-	if err := WriteJSON(filepath.Join(cfg.Out, "run.json"), run); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(cfg.Out, "run.json"), run); err != nil {
 		return nil, err
 	}
 	logf("fitted %d voxels in %.2f s (%.0f voxels/s), %d skipped in all%s, %d with a negative eigenvalue; total %.1f s; wrote %s",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/engine/kernels"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 )
 
@@ -283,7 +284,7 @@ func (ft *Fitter) WriteFit(dir string, s *Scan, a *Result) error {
 	}
 	side := ModelSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Components: comps, Models: ft.Models,
 		Description: "model_prob volume k (0-based) is q(M | x, λ) of models[k] (map_model value k+1), renormalised over this list of the masks with positive prior probability"}
-	if err := WriteJSON(filepath.Join(dir, "model_prob.json"), side); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "model_prob.json"), side); err != nil {
 		return err
 	}
 	if err := write("nfibres_prob", nifti.Float32, ft.Sticks+1, func(vol *nifti.Volume) {

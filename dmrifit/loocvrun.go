@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/progress"
 	"github.com/prismsbi/prism/internal/quantile"
@@ -161,11 +162,11 @@ func RunLOOCV(ctx context.Context, scan *Scan, held []int, set LOOCVSettings, po
 	if err := nifti.Write(filepath.Join(out, "wm_mask"+OutputExt), vol); err != nil {
 		return nil, err
 	}
-	if err := WriteJSON(filepath.Join(out, "loocv.json"), rep); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(out, "loocv.json"), rep); err != nil {
 		return nil, err
 	}
 	info.Timings["total"] = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(out, "run.json"), info); err != nil {
 		return nil, err
 	}
 	for _, m := range rep.Methods {

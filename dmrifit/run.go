@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/memlimit"
@@ -287,7 +288,7 @@ func fitAndWrite[R any](r *run, resumed int, interrupted string, fit func(progre
 func (r *run) finish(record any, writeStart time.Time, n int) error {
 	r.info.Timings["write"] = time.Since(writeStart).Seconds()
 	r.info.Timings["total"] = time.Since(r.start).Seconds()
-	if err := WriteJSON(filepath.Join(r.cfg.Out, "run.json"), record); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(r.cfg.Out, "run.json"), record); err != nil {
 		return err
 	}
 	r.logf("%d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s",

@@ -1,11 +1,7 @@
 package dmrifit
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/prismsbi/prism/engine/kernels"
-	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // RunInfo is the run.json record of a pipeline run.
@@ -39,18 +35,4 @@ func NewRunInfo(tool string, s *Scan) *RunInfo {
 		VoxelsInMask: s.MaskCount(), VoxelsFitted: len(s.Voxels), VoxelsSkipped: s.Skipped,
 		Timings: map[string]float64{},
 	}
-}
-
-// WriteJSON writes v as indented JSON to path atomically (see
-// internal/atomicfile).
-func WriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("dmri: %s: %w", path, err)
-	}
-	b = append(b, '\n')
-	if err := atomicfile.WriteBytes(path, b); err != nil {
-		return fmt.Errorf("dmri: %s: %w", path, err)
-	}
-	return nil
 }

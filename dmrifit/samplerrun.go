@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/progress"
 )
@@ -126,7 +127,7 @@ func RunSampler(scan *Scan, sample Sampler, cfg SamplerConfig) error {
 	}
 	info.Timings["write"] = time.Since(writeStart).Seconds()
 	info.Timings["total"] = time.Since(cfg.Started).Seconds()
-	if err := WriteJSON(filepath.Join(cfg.Out, "run.json"), info); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(cfg.Out, "run.json"), info); err != nil {
 		return err
 	}
 	logf("%d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s", nv, fitTime, info.VoxelsPerSecond, info.Timings["total"], cfg.Out)

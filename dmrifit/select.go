@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -412,7 +413,7 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	for _, k := range ft.Sticks {
 		side.Sticks = append(side.Sticks, ft.fam.Components()[k].Name)
 	}
-	return WriteJSON(filepath.Join(dir, "selection.json"), side)
+	return atomicfile.WriteJSON(filepath.Join(dir, "selection.json"), side)
 }
 
 // BallAndSticks reports whether f is a multi-shell ball-and-sticks family

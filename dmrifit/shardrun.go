@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/progress"
 )
 
@@ -59,7 +60,7 @@ func (r *run) shard(ctx context.Context, fitter *Fitter, fitKey []byte) error {
 	}
 	defer st.Close()
 	rec.Resumed = st.Done
-	if err := WriteJSON(sh.RecordPath(out), rec); err != nil {
+	if err := atomicfile.WriteJSON(sh.RecordPath(out), rec); err != nil {
 		return err
 	}
 	if st.Done > 0 {
@@ -86,7 +87,7 @@ func (r *run) shard(ctx context.Context, fitter *Fitter, fitKey []byte) error {
 		return err
 	}
 	rec.Finished = time.Now().UTC().Format(time.RFC3339)
-	if err := WriteJSON(sh.RecordPath(out), rec); err != nil {
+	if err := atomicfile.WriteJSON(sh.RecordPath(out), rec); err != nil {
 		return err
 	}
 	r.logf("shard %v done: %d voxels in %.1f s; when all %d shards are done: prism dmri merge %s", sh, hi-lo, rec.FitSeconds, sh.Count, out)
@@ -175,5 +176,5 @@ func AnnotateMerge(path string, recs []ShardRecord) error {
 	info["merged_shards"] = sum
 	info["shards_fit_s_total"] = fit
 	info["shards_fit_cpu_s_total"] = cpu
-	return WriteJSON(path, info)
+	return atomicfile.WriteJSON(path, info)
 }

@@ -2,7 +2,6 @@ package eval
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -348,11 +347,7 @@ func WriteSubspace(dir string, results []*SubspaceResult) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	js, err := json.MarshalIndent(results, "", "  ")
-	if err != nil {
-		return fmt.Errorf("eval: encoding subspace.json: %w", err)
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, "subspace.json"), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "subspace.json"), results); err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
 	return atomicfile.Write(filepath.Join(dir, "subspace.csv"), func(w *bufio.Writer) error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/prismsbi/prism/dmrifit"
+	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 // runDMRICompare is `prism dmri compare`: two BedpostX-layout folders
@@ -52,7 +53,7 @@ func runDMRICompare(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if err := dmrifit.WriteJSON(filepath.Join(*out, "compare.json"), c); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(*out, "compare.json"), c); err != nil {
 		return err
 	}
 	if err := dmrifit.WriteComparisonPNGs(*out, a, b, c); err != nil {

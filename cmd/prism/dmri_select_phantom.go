@@ -7,6 +7,7 @@ import (
 
 	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
 const selectPhantomSynopsis = "(--checkpoint DIR | --model NAME) --bval FILE --bvec FILE [--per-class N] [--snr S] [--lambda L] [--seed S] [--json FILE]"
@@ -94,7 +95,7 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *jsonOut != "" {
-		if err := dmrifit.WriteJSON(*jsonOut, rep); err != nil {
+		if err := atomicfile.WriteJSON(*jsonOut, rep); err != nil {
 			return err
 		}
 	}

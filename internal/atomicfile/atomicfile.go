@@ -9,6 +9,8 @@ package atomicfile
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -102,6 +104,19 @@ func Write(path string, write func(w *bufio.Writer) error) (err error) {
 	if d, derr := os.Open(dir); derr == nil {
 		d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// WriteJSON writes v as JSON indented by two spaces, with a final
+// newline, to path (Write).
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := WriteBytes(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -102,5 +103,33 @@ func TestRemovePending(t *testing.T) {
 	}
 	if n := RemovePending(); n != 0 {
 		t.Errorf("second RemovePending removed %d files", n)
+	}
+}
+
+// TestWriteJSON: two-space indentation and a final newline (the bytes the
+// dMRI, eval, BIDS and demo outputs were written with before they shared
+// this writer), and an unencodable value is an error naming the file with
+// nothing left behind.
+func TestWriteJSON(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.json")
+	if err := WriteJSON(path, map[string]any{"b": []int{1, 2}, "a": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"a\": \"x\",\n  \"b\": [\n    1,\n    2\n  ]\n}\n"
+	if string(got) != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	err = WriteJSON(bad, map[string]any{"f": func() {}})
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("unencodable value: error %v, want one naming %s", err, bad)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("unencodable value left %s behind (stat: %v)", bad, err)
 	}
 }

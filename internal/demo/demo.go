@@ -30,6 +30,7 @@ import (
 	"github.com/prismsbi/prism/data"
 	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/engine/kernels"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/internal/cputime"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/models"
@@ -212,7 +213,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		return nil, err
 	}
 	s.Total = Stage{Wall: time.Since(start).Seconds(), CPU: cpuSeconds() - cpu0}
-	if err := dmrifit.WriteJSON(filepath.Join(c.Out, SummaryFile), s); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(c.Out, SummaryFile), s); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	if err := writeReport(filepath.Join(c.Out, ReportFile), s); err != nil {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/prismsbi/prism/data"
-	"github.com/prismsbi/prism/dmrifit"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/figures"
+	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/models"
 	"github.com/prismsbi/prism/obsfile"
 	"github.com/prismsbi/prism/plot"
@@ -118,7 +118,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 	r.Predict = PredictSummary{Lambda: c.PredictLambda, Samples: c.PredictSamples, RMSE: math.Sqrt(sq / float64(len(ex.X)))}
 
 	sdir := filepath.Join(c.Out, symbolicDir)
-	if err := dmrifit.WriteJSON(filepath.Join(sdir, "sweep.json"), r.Sweep); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(sdir, "sweep.json"), r.Sweep); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	xs, _ := figures.Axis(ex.Design)
@@ -131,7 +131,7 @@ func runSymbolic(c Config, logf func(string, ...any)) (*SymbolicResult, error) {
 		Lo      []float64 `json:"lo"`
 		Hi      []float64 `json:"hi"`
 	}{c.PredictLambda, c.PredictSamples, xs, ex.X, b.Mean, b.Lo, b.Hi}
-	if err := dmrifit.WriteJSON(filepath.Join(sdir, "predict.json"), pred); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(sdir, "predict.json"), pred); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 
