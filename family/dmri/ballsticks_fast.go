@@ -40,6 +40,17 @@ func (m *Model) isBallSticks() bool {
 // call caches; further b-values are computed per measurement.
 const ballShells = 16
 
+// shellIndex returns the position of b among the first n b-values of bb
+// (the shells whose ball exponent a call has cached), or −1.
+func shellIndex(bb *[ballShells]float64, n int, b float64) int {
+	for q := range n {
+		if bb[q] == b {
+			return q
+		}
+	}
+	return -1
+}
+
 // logLikGradBallSticks is logLikGrad for isBallSticks models.
 func (m *Model) logLikGradBallSticks(d family.Design, x, theta []float64, mask []bool, st *state, grad []float64) float64 {
 	for i := range grad[:m.layout.DMax] {
@@ -95,13 +106,7 @@ func (m *Model) logLikGradBallSticks(d family.Design, x, theta []float64, mask [
 		s := 0.0
 		var skb, eb, esb float64
 		if ball >= 0 {
-			hit := -1
-			for q := range nb {
-				if bb[q] == b {
-					hit = q
-					break
-				}
-			}
+			hit := shellIndex(&bb, nb, b)
 			if hit >= 0 {
 				skb, eb, esb = bs[hit], bd[hit], bsd[hit]
 			} else {
@@ -220,13 +225,7 @@ func (m *Model) logLikBallSticks(d family.Design, x []float64, st *state) float6
 		b := r[0]
 		s := 0.0
 		if ball >= 0 {
-			hit := -1
-			for q := range nb {
-				if bb[q] == b {
-					hit = q
-					break
-				}
-			}
+			hit := shellIndex(&bb, nb, b)
 			if hit >= 0 {
 				s = bs[hit]
 			} else {
