@@ -35,8 +35,9 @@ type FitSettings struct {
 	ESSSamples int `json:"ess_samples"`
 	// Seed selects every random stream.
 	Seed uint64 `json:"seed"`
-	// BatchSize is the number of voxels per batch; it does not change the
-	// results (only memory, progress granularity and resume points).
+	// BatchSize is the number of voxels per batch: memory, progress
+	// granularity and resume points; the results change with it only in
+	// float32 rounding (see Fitter.Fit).
 	BatchSize int `json:"batch_size"`
 	// Correct is the posterior correction (package correct): "" or "none",
 	// "is" or "smc". With a correction the model probabilities come from

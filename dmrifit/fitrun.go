@@ -54,9 +54,11 @@ func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(
 	// this goroutine while the next ones are fitted: one batch spread over
 	// both cores left them idle in its serial phases, and rounds of batches
 	// left them idle while a round's results were written (167 and 174 %
-	// CPU on the bundled whole brain). Every voxel's result depends on its
-	// position and the seed only, not on which batch or core fits it, so
-	// the output is the same bit for bit.
+	// CPU on the bundled whole brain). Every voxel's random streams depend
+	// on its position and the seed only, not on which batch or core fits
+	// it; the numbers agree to float32 rounding, not bit for bit: the
+	// network's row chunks (network.maskedChunks) follow the batch's rows
+	// and GOMAXPROCS (docs/validation.md, "Golden outputs…"; open).
 	size, first := ft.set.BatchSize, done
 	nb := (total - first + size - 1) / size
 	workers := min(runtime.GOMAXPROCS(0), nb)
