@@ -7,6 +7,7 @@ func init() {
 	family.Register("b3s-brain", func() family.Family { return B3SBrain() })
 	family.Register("b3s-brain-sorted", func() family.Family { return B3SBrainSorted() })
 	family.Register("bszt", func() family.Family { return BSZT() })
+	family.Register("bszt-brain", func() family.Family { return BSZTBrain() })
 	family.Register("bszt-conv", func() family.Family { return BSZTConv() })
 }
 
@@ -92,7 +93,26 @@ func B3SBrainSorted() *Model {
 // model, and the paper's dimension-penalised mask prior
 // (logit p_k = logit(0.5) − (1−λ)·4·dim_k with dim_k the compartment's
 // latent dimension). θ has 9 + 1 + 9 + 12 + 18 + 2 = 51 dimensions.
-func BSZT() *Model {
+func BSZT() *Model { return mustNew(bsztSpec()) }
+
+// BSZTBrain returns bszt with in-vivo priors for the own diffusivities of
+// its balls, sticks and zeppelins, d ~ U(1e−4, 3.5e−3) mm²/s instead of
+// the paper's U(0, 0.01), as b3s-brain does for b3s (a prism extension,
+// docs/dmri.md): white and grey matter (1–2·10⁻³) are in the bulk of the
+// prior instead of its lowest 10–20 %, where a network trained on bszt
+// called every white-matter-like voxel "Ball" (docs/validation.md,
+// model-selection phantom). Components, noise models, tensor prior and
+// mask prior are bszt's, so bszt's networks warm-start it.
+func BSZTBrain() *Model {
+	spec := bsztSpec()
+	spec.Name = "bszt-brain"
+	spec.Description = "bszt with in-vivo diffusivity priors U(1e-4, 3.5e-3) mm²/s for balls, sticks and zeppelins"
+	spec.Diffusivity = Range{1e-4, 3.5e-3}
+	return mustNew(spec)
+}
+
+// bsztSpec is the paper's BSZT specification, which bszt-brain modifies.
+func bsztSpec() Spec {
 	comps := []Compartment{Ball, Stick, Stick, Stick, Zeppelin, Zeppelin, Zeppelin, Tensor, Tensor, Tensor}
 	alpha := make([]float64, len(comps))
 	dims := make([]int, len(comps))
@@ -100,14 +120,14 @@ func BSZT() *Model {
 		alpha[k] = 1
 		dims[k] = c.latents()
 	}
-	return mustNew(Spec{
+	return Spec{
 		Name:         "bszt",
 		Description:  "ball, 3 sticks, 3 zeppelins, 3 tensors, uniform fractions, Gaussian or Rician noise, dimension-penalised prior",
 		Compartments: comps,
 		Noise:        []Noise{Gaussian, Rician},
 		Alpha:        alpha,
 		MaskPrior:    family.DimPenalisedPrior{Dims: dims, NumNoise: 2, P0: family.DefaultP0, LambdaMax: family.DefaultLambdaMax},
-	})
+	}
 }
 
 // BSZTConvCompartments are the 19 signal compartments of bszt-conv in mask

@@ -153,6 +153,13 @@ type Spec struct {
 	Alpha []float64
 	// MaskPrior is p(M | λ) over len(Compartments)+len(Noise) components.
 	MaskPrior family.MaskPrior
+	// Diffusivity is the uniform prior range [lo, hi] in mm²/s of the own
+	// diffusivities of Ball, Stick and Zeppelin compartments (d, d_par
+	// and d_perp, independently). The zero value means the paper's
+	// U(0, 0.01). Tensors (Cholesky prior), the multi-shell compartments
+	// (SharedD) and the dispersed compartments (their own bounds) do not
+	// use it.
+	Diffusivity Range
 	// SharedD and SharedDStd are the uniform prior ranges [lo, hi] in
 	// mm²/s of the mean and standard deviation of the Gamma-distributed
 	// diffusivity shared by multi-shell compartments. The zero value means
@@ -220,6 +227,10 @@ func New(spec Spec) (*Model, error) {
 	if !spec.SharedD.valid() || !spec.SharedDStd.valid() {
 		return nil, fmt.Errorf("dmri: %s: shared diffusivity ranges must satisfy 0 ≤ lo < hi < ∞, got d %v and d_std %v", spec.Name, spec.SharedD, spec.SharedDStd)
 	}
+	spec.Diffusivity = spec.Diffusivity.orDefault(diffMax)
+	if !spec.Diffusivity.valid() {
+		return nil, fmt.Errorf("dmri: %s: the diffusivity range must satisfy 0 ≤ lo < hi < ∞, got %v", spec.Name, spec.Diffusivity)
+	}
 	m := &Model{spec: spec, nc: nc}
 	count := map[Compartment]int{}
 	for _, c := range spec.Compartments {
@@ -237,7 +248,7 @@ func New(spec Spec) (*Model, error) {
 		if count[c] > 1 {
 			name = fmt.Sprintf("%s%d", name, seen[c])
 		}
-		m.comps = append(m.comps, family.Component{Name: name, Kind: family.Base, Params: compartmentParams(c), Latent: c.latents(), Tags: c.Tags()})
+		m.comps = append(m.comps, family.Component{Name: name, Kind: family.Base, Params: compartmentParams(c, spec.Diffusivity), Latent: c.latents(), Tags: c.Tags()})
 		if c == MultiShellBall || c == MultiShellStick {
 			m.shared = true
 		}
@@ -274,8 +285,8 @@ func New(spec Spec) (*Model, error) {
 	return m, nil
 }
 
-func compartmentParams(c Compartment) []family.Param {
-	d := family.Param{Name: "d", Unit: "mm²/s", Prior: "U(0, 0.01)"}
+func compartmentParams(c Compartment, dr Range) []family.Param {
+	d := family.Param{Name: "d", Unit: "mm²/s", Prior: dr.String()}
 	theta := family.Param{Name: "theta", Unit: "rad", Prior: "polar angle in [0, π/2], direction uniform on the upper hemisphere"}
 	phi := family.Param{Name: "phi", Unit: "rad", Prior: "azimuth U(−π, π)"}
 	switch c {
@@ -285,8 +296,8 @@ func compartmentParams(c Compartment) []family.Param {
 		return []family.Param{d, theta, phi}
 	case Zeppelin:
 		return []family.Param{
-			{Name: "d_par", Unit: "mm²/s", Prior: "U(0, 0.01)"},
-			{Name: "d_perp", Unit: "mm²/s", Prior: "U(0, 0.01), independent of d_par"},
+			{Name: "d_par", Unit: "mm²/s", Prior: dr.String()},
+			{Name: "d_perp", Unit: "mm²/s", Prior: dr.String() + ", independent of d_par"},
 			theta, phi}
 	case Tensor:
 		ps := make([]family.Param, 6)
@@ -365,15 +376,16 @@ func (m *Model) decode(theta []float64, mask []bool, st *state) {
 		}
 		z := theta[m.layout.Blocks[k].Offset:]
 		cs := &st.c[k]
+		dr := m.spec.Diffusivity
 		switch c {
 		case Ball:
-			cs.d1, cs.dd1 = family.Interval(z[0], 0, diffMax)
+			cs.d1, cs.dd1 = family.Interval(z[0], dr.Lo, dr.Hi)
 		case Stick:
-			cs.d1, cs.dd1 = family.Interval(z[0], 0, diffMax)
+			cs.d1, cs.dd1 = family.Interval(z[0], dr.Lo, dr.Hi)
 			orientation(z[1], z[2], cs)
 		case Zeppelin:
-			cs.d1, cs.dd1 = family.Interval(z[0], 0, diffMax)
-			cs.d2, cs.dd2 = family.Interval(z[1], 0, diffMax)
+			cs.d1, cs.dd1 = family.Interval(z[0], dr.Lo, dr.Hi)
+			cs.d2, cs.dd2 = family.Interval(z[1], dr.Lo, dr.Hi)
 			orientation(z[2], z[3], cs)
 		case Tensor:
 			cs.D = choleskyTensor(z[:6])

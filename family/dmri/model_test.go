@@ -43,6 +43,7 @@ func TestFamiliesRegistered(t *testing.T) {
 	}{
 		{"b3s", 5, 12, 1, 2, 4, "MultiShellStick2"},
 		{"bszt", 12, 51, 2, 0, 10, "Zeppelin2"},
+		{"bszt-brain", 12, 51, 2, 0, 10, "Zeppelin2"},
 		{"bszt-conv", 21, 114, 2, 0, 19, "NODDIBingham"},
 	} {
 		f, err := family.Lookup(tc.name)
@@ -209,7 +210,7 @@ func TestForwardBSZTClosedForm(t *testing.T) {
 // TestInactiveCompartmentsIgnored puts NaN into every inactive latent: the
 // forward model, simulation and likelihood must not see them.
 func TestInactiveCompartmentsIgnored(t *testing.T) {
-	for _, f := range []*Model{B3S(), BSZT(), BSZTConv()} {
+	for _, f := range []*Model{B3S(), BSZT(), BSZTBrain(), BSZTConv()} {
 		r := rand.New(rand.NewPCG(1, 2))
 		des := UKBDesign()
 		theta := make([]float64, f.layout.DMax)
@@ -432,5 +433,60 @@ func TestB3SBrainPrior(t *testing.T) {
 	}
 	if _, err := f.Latent(family.Params{Components: p.Components, Shared: map[string]float64{"d": 5e-3, "d_std": 1e-3}, Fractions: p.Fractions}, mask); err == nil {
 		t.Error("Latent accepted d = 5e-3 outside b3s-brain's range")
+	}
+}
+
+// TestBSZTBrainPrior checks bszt-brain's own-diffusivity prior: every
+// ball, stick and zeppelin diffusivity of a prior draw is U(1e−4, 3.5e−3)
+// (range, and mean within 5 standard errors of a uniform's), the tensors
+// keep bszt's prior (identical natural values for the same latents), and
+// Latent refuses a diffusivity outside the range.
+func TestBSZTBrainPrior(t *testing.T) {
+	f, paper := BSZTBrain(), BSZT()
+	if _, err := family.Lookup("bszt-brain"); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	mask := make([]bool, len(f.comps))
+	for i := range mask {
+		mask[i] = i != len(mask)-1 // all compartments, Gaussian noise
+	}
+	theta := make([]float64, f.Layout().DMax)
+	const n = 5000
+	var sum float64
+	var count int
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for range n {
+		for j := range theta {
+			theta[j] = r.NormFloat64()
+		}
+		p, q := f.Natural(theta, mask), paper.Natural(theta, mask)
+		for k, c := range f.spec.Compartments {
+			for name, v := range p.Components[k] {
+				switch {
+				case c == Tensor:
+					if v != q.Components[k][name] {
+						t.Fatalf("tensor %d %s: %g, bszt gives %g for the same latents", k, name, v, q.Components[k][name])
+					}
+				case name == "d" || name == "d_par" || name == "d_perp":
+					sum += v
+					count++
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+				}
+			}
+		}
+	}
+	if lo < 1e-4 || hi > 3.5e-3 {
+		t.Errorf("diffusivities outside [1e-4, 3.5e-3]: [%g, %g]", lo, hi)
+	}
+	// Diffusivities of one draw are independent, so the mean's standard
+	// error is the uniform's σ / √count.
+	if mean, want, se := sum/float64(count), (1e-4+3.5e-3)/2, 3.4e-3/math.Sqrt(12*float64(count)); math.Abs(mean-want) > 5*se {
+		t.Errorf("mean diffusivity %g, want %g ± %g", mean, want, 5*se)
+	}
+	p := f.Natural(theta, mask)
+	p.Components[0]["d"] = 5e-3
+	if _, err := f.Latent(p, mask); err == nil {
+		t.Error("Latent accepted a ball d = 5e-3 outside bszt-brain's range")
 	}
 }

@@ -158,7 +158,7 @@ func (m *Model) Latent(p family.Params, mask []bool) ([]float64, error) {
 		if k >= m.nc {
 			z[0], err = intervalLatent(v["snr"], snrMin, snrMax, "snr")
 		} else {
-			err = compartmentLatent(m.spec.Compartments[k], v, z)
+			err = compartmentLatent(m.spec.Compartments[k], m.spec.Diffusivity, v, z)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("dmri: %s: %w", label, err)
@@ -167,20 +167,22 @@ func (m *Model) Latent(p family.Params, mask []bool) ([]float64, error) {
 	return theta, nil
 }
 
-func compartmentLatent(c Compartment, v map[string]float64, z []float64) error {
+// compartmentLatent writes the latent block z of compartment c with
+// natural parameters v; dr is the family's own-diffusivity range.
+func compartmentLatent(c Compartment, dr Range, v map[string]float64, z []float64) error {
 	var err error
 	switch c {
 	case Ball:
-		z[0], err = intervalLatent(v["d"], 0, diffMax, "d")
+		z[0], err = intervalLatent(v["d"], dr.Lo, dr.Hi, "d")
 	case Stick:
-		if z[0], err = intervalLatent(v["d"], 0, diffMax, "d"); err == nil {
+		if z[0], err = intervalLatent(v["d"], dr.Lo, dr.Hi, "d"); err == nil {
 			z[1], z[2], err = directionLatent(v["theta"], v["phi"])
 		}
 	case Zeppelin:
-		if z[0], err = intervalLatent(v["d_par"], 0, diffMax, "d_par"); err != nil {
+		if z[0], err = intervalLatent(v["d_par"], dr.Lo, dr.Hi, "d_par"); err != nil {
 			return err
 		}
-		if z[1], err = intervalLatent(v["d_perp"], 0, diffMax, "d_perp"); err == nil {
+		if z[1], err = intervalLatent(v["d_perp"], dr.Lo, dr.Hi, "d_perp"); err == nil {
 			z[2], z[3], err = directionLatent(v["theta"], v["phi"])
 		}
 	case Tensor:
