@@ -29,30 +29,35 @@ const (
 	recordMagic    = 0x42544650 // "PFTB"
 )
 
-// FitState is an open state file.
-type FitState struct {
+// recordFile is the append-only file of batch records behind FitState
+// (ball-and-sticks fits) and SelectState (model-selection fits): a magic
+// line, the run's key and whole records, each appended and fsynced.
+type recordFile struct {
 	f    *os.File
 	path string
-	// Batches are the complete batches found when the file was opened,
-	// in order; Done is the number of voxels they cover (batches always
-	// start where the previous one ended).
-	Batches []*Result
-	Done    int
+	// done is the number of voxels of the complete records.
+	done int
 }
 
-// OpenFitState opens (or creates) the state file at path for a run
-// identified by key (compared byte for byte). An existing file with
-// another key is an error unless fresh is set, in which case it is
-// replaced, as it is when fresh is set and the key matches. The
-// complete records are decoded into Batches; a torn last record is cut
-// off.
-func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitState, error) {
+// recordCodec decodes a record kind: payload(n) is the payload length of
+// n voxels, take stores a decoded record.
+type recordCodec struct {
+	payload func(n int) int
+	take    func(start, n int, payload []byte)
+}
+
+// openRecordFile opens (or creates) a record file at path whose head is
+// magic + key. An existing file with another head is an error unless
+// fresh is set, in which case it is replaced, as it is when fresh is set
+// and the head matches. The complete records are passed to c.take in
+// order; a torn last record is cut off.
+func openRecordFile(path, magic string, key []byte, c recordCodec, fresh bool) (*recordFile, error) {
 	key = bytes.TrimSpace(key)
 	if bytes.ContainsRune(key, '\n') {
 		return nil, errors.New("dmri: state key must be one line")
 	}
-	head := []byte(stateMagicLine + string(key) + "\n")
-	st := &FitState{path: path}
+	head := []byte(magic + string(key) + "\n")
+	rf := &recordFile{path: path}
 	if !fresh {
 		data, err := os.ReadFile(path)
 		switch {
@@ -60,7 +65,7 @@ func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitS
 			if !bytes.HasPrefix(data, head) {
 				return nil, fmt.Errorf("%w (%s); rerun with --fresh to discard it or choose another --out", errStateMismatch, path)
 			}
-			good := st.decode(data[len(head):], shape)
+			good := rf.decode(data[len(head):], c)
 			f, err := os.OpenFile(path, os.O_RDWR, 0o644)
 			if err != nil {
 				return nil, fmt.Errorf("dmri: %w", err)
@@ -73,8 +78,8 @@ func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitS
 				f.Close()
 				return nil, fmt.Errorf("dmri: %w", err)
 			}
-			st.f = f
-			return st, nil
+			rf.f = f
+			return rf, nil
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("dmri: %w", err)
 		}
@@ -91,8 +96,103 @@ func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitS
 		f.Close()
 		return nil, fmt.Errorf("dmri: %s: %w", path, err)
 	}
-	st.f = f
+	rf.f = f
+	return rf, nil
+}
+
+// decode passes complete, contiguous records of data to c.take and
+// returns the number of bytes they span.
+func (rf *recordFile) decode(data []byte, c recordCodec) int {
+	off := 0
+	for len(data)-off >= 16 {
+		h := data[off : off+16]
+		if binary.LittleEndian.Uint32(h) != recordMagic {
+			break
+		}
+		start := int(binary.LittleEndian.Uint32(h[4:]))
+		n := int(binary.LittleEndian.Uint32(h[8:]))
+		plen := int(binary.LittleEndian.Uint32(h[12:]))
+		if start != rf.done || n < 1 || plen != c.payload(n) || len(data)-off < 16+plen+4 {
+			break
+		}
+		rec := data[off : off+16+plen]
+		if crc32.ChecksumIEEE(rec) != binary.LittleEndian.Uint32(data[off+16+plen:]) {
+			break
+		}
+		c.take(start, n, rec[16:])
+		rf.done += n
+		off += 16 + plen + 4
+	}
+	return off
+}
+
+// append writes the record of voxels [start, start+n) and syncs the file.
+func (rf *recordFile) append(start, n int, payload []byte) error {
+	if start != rf.done {
+		return fmt.Errorf("dmri: batch starts at voxel %d, the state ends at %d", start, rf.done)
+	}
+	rec := make([]byte, 16, 16+len(payload)+4)
+	binary.LittleEndian.PutUint32(rec, recordMagic)
+	binary.LittleEndian.PutUint32(rec[4:], uint32(start))
+	binary.LittleEndian.PutUint32(rec[8:], uint32(n))
+	binary.LittleEndian.PutUint32(rec[12:], uint32(len(payload)))
+	rec = append(rec, payload...)
+	rec = binary.LittleEndian.AppendUint32(rec, crc32.ChecksumIEEE(rec))
+	if _, err := rf.f.Write(rec); err != nil {
+		return fmt.Errorf("dmri: %s: %w", rf.path, err)
+	}
+	if err := rf.f.Sync(); err != nil {
+		return fmt.Errorf("dmri: %s: %w", rf.path, err)
+	}
+	rf.done += n
+	return nil
+}
+
+// Close closes the file.
+func (rf *recordFile) Close() error { return rf.f.Close() }
+
+// Remove closes and deletes the file (after the outputs are written).
+func (rf *recordFile) Remove() error {
+	rf.f.Close()
+	if err := os.Remove(rf.path); err != nil {
+		return fmt.Errorf("dmri: %w", err)
+	}
+	return nil
+}
+
+// FitState is an open state file of a ball-and-sticks fit.
+type FitState struct {
+	*recordFile
+	// Batches are the complete batches found when the file was opened,
+	// in order; Done is the number of voxels they cover (batches always
+	// start where the previous one ended).
+	Batches []*Result
+	Done    int
+}
+
+// OpenFitState opens (or creates) the state file at path for a run
+// identified by key (compared byte for byte). An existing file with
+// another key is an error unless fresh is set, in which case it is
+// replaced, as it is when fresh is set and the key matches. The
+// complete records are decoded into Batches; a torn last record is cut
+// off.
+func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitState, error) {
+	st := &FitState{}
+	rf, err := openRecordFile(path, stateMagicLine, key, st.codec(shape), fresh)
+	if err != nil {
+		return nil, err
+	}
+	st.recordFile, st.Done = rf, rf.done
 	return st, nil
+}
+
+// codec decodes records into st.Batches.
+func (st *FitState) codec(sh ResultShape) recordCodec {
+	return recordCodec{payload: sh.payload, take: func(start, n int, p []byte) {
+		b := newBatch(start, n, sh.Samples, sh.Models, sh.Sticks)
+		b.unmarshal(p)
+		st.Batches = append(st.Batches, b)
+	}}
 }
 
 // ResultShape gives the per-voxel sizes of a batch record.
@@ -105,66 +205,12 @@ func (sh ResultShape) payload(n int) int {
 	return 4*floats + sh.Sticks*n*sh.Samples
 }
 
-// decode reads complete, contiguous records from data and returns the
-// number of bytes they span.
-func (st *FitState) decode(data []byte, sh ResultShape) int {
-	off := 0
-	for len(data)-off >= 16 {
-		h := data[off : off+16]
-		if binary.LittleEndian.Uint32(h) != recordMagic {
-			break
-		}
-		start := int(binary.LittleEndian.Uint32(h[4:]))
-		n := int(binary.LittleEndian.Uint32(h[8:]))
-		plen := int(binary.LittleEndian.Uint32(h[12:]))
-		if start != st.Done || n < 1 || plen != sh.payload(n) || len(data)-off < 16+plen+4 {
-			break
-		}
-		rec := data[off : off+16+plen]
-		if crc32.ChecksumIEEE(rec) != binary.LittleEndian.Uint32(data[off+16+plen:]) {
-			break
-		}
-		b := newBatch(start, n, sh.Samples, sh.Models, sh.Sticks)
-		b.unmarshal(rec[16:])
-		st.Batches = append(st.Batches, b)
-		st.Done += n
-		off += 16 + plen + 4
-	}
-	return off
-}
-
 // Append writes b as a record and syncs the file.
 func (st *FitState) Append(b *Result) error {
-	if b.Start != st.Done {
-		return fmt.Errorf("dmri: batch starts at voxel %d, the state ends at %d", b.Start, st.Done)
+	if err := st.append(b.Start, b.N, b.marshal()); err != nil {
+		return err
 	}
-	payload := b.marshal()
-	rec := make([]byte, 16, 16+len(payload)+4)
-	binary.LittleEndian.PutUint32(rec, recordMagic)
-	binary.LittleEndian.PutUint32(rec[4:], uint32(b.Start))
-	binary.LittleEndian.PutUint32(rec[8:], uint32(b.N))
-	binary.LittleEndian.PutUint32(rec[12:], uint32(len(payload)))
-	rec = append(rec, payload...)
-	rec = binary.LittleEndian.AppendUint32(rec, crc32.ChecksumIEEE(rec))
-	if _, err := st.f.Write(rec); err != nil {
-		return fmt.Errorf("dmri: %s: %w", st.path, err)
-	}
-	if err := st.f.Sync(); err != nil {
-		return fmt.Errorf("dmri: %s: %w", st.path, err)
-	}
-	st.Done += b.N
-	return nil
-}
-
-// Close closes the file.
-func (st *FitState) Close() error { return st.f.Close() }
-
-// Remove closes and deletes the file (after the outputs are written).
-func (st *FitState) Remove() error {
-	st.f.Close()
-	if err := os.Remove(st.path); err != nil {
-		return fmt.Errorf("dmri: %w", err)
-	}
+	st.Done = st.done
 	return nil
 }
 

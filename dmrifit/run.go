@@ -391,6 +391,9 @@ type selectionSettings struct {
 	Models     int    `json:"models"`
 	Classes    int    `json:"classes"`
 	Sticks     int    `json:"bedpostx_sticks"`
+	// ResumedVoxels is the number of voxels taken from an interrupted
+	// run's state.
+	ResumedVoxels int `json:"resumed_voxels,omitempty"`
 }
 
 // selectionRecord is run.json of a model-selection fit.
@@ -401,34 +404,55 @@ type selectionRecord struct {
 }
 
 // selection is Run for a dMRI family that is not ball-and-sticks: the
-// model-selection maps of SelectFitter, in one pass (no resumable state).
+// model-selection maps of SelectFitter, with finished batches kept in a
+// resumable state (StateFile, keyed as the ball-and-sticks fit's) so that
+// an interrupted run continues.
 func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	s, scan := r.set, r.scan
 	ft, weights, err := setUp(r, NewSelectFitter)
 	if err != nil {
 		return nil, err
 	}
-	release, err := r.begin(selectionSettings{FitSettings: s, Checkpoint: r.cfg.Checkpoint, Model: r.cfg.Model, Family: ft.Family().Name(),
-		WeightsSHA: weights, Models: len(ft.Models), Classes: len(ft.Classes), Sticks: len(ft.Sticks)})
+	key, err := StateKey(s, weights, scan)
+	if err != nil {
+		return nil, err
+	}
+	settings := selectionSettings{FitSettings: s, Checkpoint: r.cfg.Checkpoint, Model: r.cfg.Model, Family: ft.Family().Name(),
+		WeightsSHA: weights, Models: len(ft.Models), Classes: len(ft.Classes), Sticks: len(ft.Sticks)}
+	release, err := r.begin(settings)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	nv := len(scan.Voxels)
+	a := ft.NewSelection(scan)
+	st, err := OpenSelectState(filepath.Join(r.cfg.Out, StateFile), key, a, r.cfg.Fresh)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	resumed, nv := st.Done(), len(scan.Voxels)
+	settings.ResumedVoxels = resumed
+	r.info.Settings = settings
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
+	if resumed > 0 {
+		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
+	}
 
-	all, writeStart, err := fitAndWrite(r, 0, "interrupted; no output written",
-		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, progress) },
+	all, writeStart, err := fitAndWrite(r, resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches",
+		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, a, st, progress) },
 		func(all *Selection) error { return ft.WriteSelection(r.cfg.Out, scan, all) })
 	if err != nil {
 		return nil, err
 	}
 	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
-	if err := r.finish(rec, writeStart, nv); err != nil {
+	if err := r.finish(rec, writeStart, nv-resumed); err != nil {
 		return nil, err
 	}
-	return &RunSummary{Info: r.info, MeanModelMass: rec.MeanModelMass}, nil
+	if err := st.Remove(); err != nil {
+		return nil, err
+	}
+	return &RunSummary{Info: r.info, Resumed: resumed, MeanModelMass: rec.MeanModelMass}, nil
 }
 
 // interruptedError says what an interrupted run left (msg) and wraps the

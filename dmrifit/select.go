@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/internal/atomicfile"
@@ -170,25 +171,70 @@ func (ft *SelectFitter) newSelection(n, meas int) *Selection {
 // Fit fits every voxel of s, in batches of Settings().BatchSize run
 // concurrently, one per core. Every voxel's result depends only on the
 // seed, its position in s.Voxels and its grid index, not on the batch
-// size or the number of cores. progress, if not nil, is called with the
-// number of voxels done; a cancelled ctx stops with ctx.Err().
-func (ft *SelectFitter) Fit(ctx context.Context, s *Scan, progress func(done int)) (*Selection, error) {
+// size or the number of cores. With a state st (nil for none), the
+// voxels of its complete records are taken from a, which must be the
+// Selection st was opened with (NewSelection), and every finished batch
+// is appended to st in voxel order. progress, if not nil, is called with
+// the number of voxels done (resumed ones included); a cancelled ctx
+// stops with ctx.Err() after the running batches.
+func (ft *SelectFitter) Fit(ctx context.Context, s *Scan, a *Selection, st *SelectState, progress func(done int)) (*Selection, error) {
 	total := len(s.Voxels)
 	if total == 0 {
 		return nil, fmt.Errorf("dmri: no voxel to fit")
 	}
-	a := ft.newSelection(total, s.Design.N)
+	first := 0
+	if a == nil {
+		a = ft.NewSelection(s)
+	}
+	if a.N != total || a.Meas != s.Design.N {
+		return nil, fmt.Errorf("dmri: selection of %d voxels × %d measurements for a scan of %d × %d", a.N, a.Meas, total, s.Design.N)
+	}
+	if st != nil {
+		if first = st.Done(); first > total {
+			return nil, fmt.Errorf("dmri: the partial state covers %d voxels, the scan has %d", first, total)
+		}
+	}
 	size := ft.set.BatchSize
-	nb := (total + size - 1) / size
+	nb := (total - first + size - 1) / size
+	var (
+		mu       sync.Mutex
+		finished = make([]bool, nb)
+		next     int // first batch not yet in st
+	)
+	report := progress
+	if progress != nil && first > 0 {
+		report = func(done int) { progress(first + done) }
+	}
 	err := parallelJobs(ctx, nb, func(i int) (int, error) {
-		at := i * size
+		at := first + i*size
 		n := min(size, total-at)
-		return n, ft.fitBatch(s, at, n, a)
-	}, progress)
+		if err := ft.fitBatch(s, at, n, a); err != nil {
+			return 0, err
+		}
+		if st == nil {
+			return n, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		finished[i] = true
+		for ; next < nb && finished[next]; next++ {
+			b := first + next*size
+			if err := st.Append(a, b, min(size, total-b)); err != nil {
+				return n, err
+			}
+		}
+		return n, nil
+	}, report)
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// NewSelection returns an empty Selection for the voxels of s, to be
+// filled by OpenSelectState and Fit.
+func (ft *SelectFitter) NewSelection(s *Scan) *Selection {
+	return ft.newSelection(len(s.Voxels), s.Design.N)
 }
 
 // selectStreamTag separates the model draws of the selection fit from the

@@ -232,8 +232,10 @@ func ReadShardPart(path string, key []byte, shape ResultShape, n int) ([]*Result
 	if !bytes.HasPrefix(data, head) {
 		return nil, fmt.Errorf("dmri: %s belongs to another fit (settings, network, scan or shard differ); rerun the shard", path)
 	}
-	st := &FitState{path: path}
-	used := st.decode(data[len(head):], shape)
+	st := &FitState{}
+	rf := &recordFile{path: path}
+	used := rf.decode(data[len(head):], st.codec(shape))
+	st.Done = rf.done
 	if st.Done != n || len(head)+used != len(data) {
 		return nil, fmt.Errorf("dmri: %s: damaged part: %d of %d voxels in complete records, %d trailing bytes; rerun the shard", path, st.Done, n, len(data)-len(head)-used)
 	}
