@@ -103,7 +103,7 @@ func TestShippedConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"b3s-brain-sorted", "b3s-brain", "b3s", "bszt-brain", "bszt", "lingauss-k6", "symbolic-k15", "symbolic-k50"}
+	want := []string{"b3s-brain-sorted", "b3s-brain", "b3s", "bszt-brain", "bszt-conv", "bszt", "lingauss-k6", "symbolic-k15", "symbolic-k50"}
 	var got []string
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".yaml")
