@@ -7,10 +7,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/dti"
-	fdmri "github.com/prismsbi/prism/family/dmri"
-	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/posterior"
-	"github.com/prismsbi/prism/train"
 )
 
 // TestPhantomTensorVoxels: a noise-free (SNR 10⁹) tensor-only phantom voxel
@@ -85,16 +82,7 @@ func TestPhantomNoise(t *testing.T) {
 // a family without zeppelins and tensors (b3s) is refused.
 func TestSelectionPhantomCounts(t *testing.T) {
 	d := synthDesign(rand.New(rand.NewPCG(9, 9)))
-	cfg, err := train.LoadConfig("../configs/bszt.yaml", "bszt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Network.ModelDim, cfg.Network.EncoderLayers, cfg.Network.MaskLayers, cfg.Network.ParamLayers = 16, 1, 1, 1
-	cfg.Network.Heads, cfg.Network.HeadDim = 2, 8
-	net, err := network.New(fdmri.BSZT(), cfg.Network, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	net := smallBSZT(t)
 	res, err := SelectionPhantom(posterior.New(net), d, 6, 40, 0.3, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +99,7 @@ func TestSelectionPhantomCounts(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
-	b3s, err := network.New(fdmri.B3S(), cfg.Network, 1)
-	if err == nil {
-		if _, err := SelectionPhantom(posterior.New(b3s), d, 2, 40, 0.3, 1); err == nil || !strings.Contains(err.Error(), "phantom class") {
-			t.Errorf("b3s: %v", err)
-		}
+	if _, err := SelectionPhantom(randomB3S(t), d, 2, 40, 0.3, 1); err == nil || !strings.Contains(err.Error(), "phantom class") {
+		t.Errorf("b3s: %v", err)
 	}
 }
