@@ -18,6 +18,13 @@
 //     a proposal fitted to the particles gives the evidence, its standard
 //     error and the weighted samples; where its ESS is too low, the
 //     particles and the replicates' own estimate are kept.
+//   - SMC with Settings.Laplace starts instead from the Laplace
+//     approximation at the posterior mode (laplace.go), in coordinates
+//     where axial directions are not cut by the hemisphere's rim, on a
+//     fundamental domain of exchangeable components' relabellings: one
+//     run per model, the evidence SE from its own particles. For sharp
+//     posteriors such as a dMRI voxel's, where q's draws are too broad
+//     to build a reference from.
 //
 // Every Result carries its diagnostics (ESS, tempering steps, MALA
 // acceptance, log-evidence standard error) and a Failed flag with the
@@ -108,7 +115,8 @@ type Settings struct {
 	// Laplace, when set, makes SMC start from the Laplace approximation at
 	// the posterior mode instead of the kernel reference fitted to q's
 	// draws (laplace.go): one run of Particles particles per canonical
-	// model, Draws draws of q only to start the mode search, Replicates
+	// model, Draws draws of q only to start the mode search, the evidence
+	// SE from the run's own particles; Replicates and FinalSamples are
 	// unused. For sharp posteriors with known symmetries (dMRI sticks).
 	Laplace *LaplaceOptions
 	// jumps is the number of independence moves from the reference per

@@ -40,14 +40,21 @@ import (
 //     relabellings meets D once (up to ties, of measure zero), so
 //     p(x | M) = k! ∫_D γ, exactly, whether or not the copies overlap.
 //  5. SMC. runSMC from the reference to γ·1_D: adaptive tempering by the
-//     conditional ESS, MALA moves. With a good Laplace fit the first step
-//     reaches β = 1: it is then importance sampling with the reference,
-//     whose delta-method standard error is the log evidence's, followed
-//     by s.Moves MALA moves of the weighted particles. Otherwise a final
-//     importance stage with a t refitted (in y) to the tempered
-//     particles gives the evidence and its standard error; when its ESS
-//     is below MinESS the SMC's own estimate is kept and the result is
-//     flagged.
+//     conditional ESS, multinomial resampling, and per step laplaceJumps
+//     independence moves from the reference (accepted with probability
+//     min(1, (w'/w)^β), w = γ/r; they renew resampled duplicates at the
+//     cost of one likelihood) and s.Moves MALA moves. With a good Laplace
+//     fit the first step reaches β = 1: importance sampling from the
+//     reference followed by moves.
+//  6. Evidence. Ẑ = k! × the SMC's product of mean incremental weights;
+//     its standard error from the run itself (lwRelVar, Lee & Whiteley's
+//     estimator from the particles' initial ancestors; without resampling
+//     it is the importance sampler's delta-method SE).
+//
+// The reference is a two-component mixture: the t with the Laplace
+// scale, and one whose weakly determined directions (Hessian eigenvalue
+// below laplaceWeak) take the prior's scale, for posteriors whose tail
+// along a ridge is the prior's (d_std, fractions near 0).
 
 // LaplaceOptions select the Laplace start of SMC and describe the
 // family's symmetries.
