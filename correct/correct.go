@@ -187,6 +187,9 @@ func (s Settings) withDefaults() (Settings, error) {
 
 // Result is the correction of one observation under one model.
 type Result struct {
+	// Mask is the model; with Settings.Laplace and exchangeable
+	// components, the candidate's canonical representative (Theta is
+	// labelled accordingly).
 	Mask []bool
 	// LogEvidence is the estimate of log p(x | M), LogEvidenceSE its
 	// delta-method standard error over the importance weights (IS, or

@@ -373,8 +373,11 @@ func relabelDomain(pos [][2]int, z0 []float64) (func(z []float64) bool, float64)
 	for i := 2; i <= k; i++ {
 		logK += math.Log(float64(i))
 	}
+	s := make([][]float64, k) // |v_i·u_j| (one domain per goroutine: runAllLaplace builds one per run)
+	for i := range s {
+		s[i] = make([]float64, k)
+	}
 	return func(z []float64) bool {
-		var s [3][3]float64
 		for i, p := range pos {
 			v := hemiDir(z[p[0]], z[p[1]])
 			for j := range k {
