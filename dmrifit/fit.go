@@ -177,6 +177,9 @@ type Fitter struct {
 	// exch lists the sticks when they are exchangeable (equal Dirichlet
 	// concentrations), for the refinement's relabelling; else nil.
 	exch []int
+	// class[m] is model m's class (modelClass), for the correction's
+	// candidates.
+	class []string
 }
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
@@ -184,9 +187,9 @@ type Fitter struct {
 // count from the Laplace approximation at the mode (laplaceSettings;
 // 8 draws of q start the mode search), 1 independence move and 1 MALA
 // move per tempering step. IS: 64 importance samples (each needs the ODE
-// log-density, 12 VJPs per step for b3s). A fit corrects every model
-// with q(M | x, λ) ≥ CorrectMinQ in every voxel (docs/posterior.md gives
-// the cost).
+// log-density, 12 VJPs per step for b3s). A fit corrects the models of
+// every class with q ≥ CorrectMinQ in every voxel (docs/posterior.md
+// gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
 	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 64, 1, 8, 256
@@ -278,8 +281,9 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
 		return nil, err
 	}
-	for _, m := range ft.Models {
-		ft.masks = append(ft.masks, m.Mask)
+	for m, mod := range ft.Models {
+		ft.masks = append(ft.masks, mod.Mask)
+		ft.class = append(ft.class, ft.modelClass(m))
 	}
 	return ft, nil
 }
@@ -437,10 +441,10 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 			p := b.ModelProb[v*M : (v+1)*M]
 			byClass := map[string]float64{}
 			for m := range M {
-				byClass[ft.modelClass(m)] += float64(p[m])
+				byClass[ft.class[m]] += float64(p[m])
 			}
 			for m := range M {
-				if byClass[ft.modelClass(m)] >= CorrectMinQ || &ft.masks[m][0] == &mapMasks[v][0] {
+				if byClass[ft.class[m]] >= CorrectMinQ || &ft.masks[m][0] == &mapMasks[v][0] {
 					cands[v] = append(cands[v], ft.masks[m])
 					pos[v] = append(pos[v], m)
 				}
