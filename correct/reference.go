@@ -72,6 +72,8 @@ type refScratch struct {
 	y, acc, lw []float64
 }
 
+func (r *reference) dim() int { return r.d }
+
 func (r *reference) scratch() *refScratch {
 	return &refScratch{y: make([]float64, r.d), acc: make([]float64, r.d), lw: make([]float64, r.j)}
 }

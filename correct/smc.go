@@ -3,6 +3,7 @@ package correct
 import (
 	"math"
 	"math/rand/v2"
+	"sort"
 
 	"github.com/prismsbi/prism/family"
 )
@@ -17,6 +18,9 @@ type target struct {
 	idx    []int // active dimensions of θ
 	full   []float64
 	gfull  []float64
+	// inside, when set, restricts γ to a region (a fundamental domain of
+	// the model's symmetries, laplace.go): log γ = −Inf outside it.
+	inside func(z []float64) bool
 }
 
 func newTarget(f family.Family, d family.Design, x []float64, mask, active []bool) *target {
@@ -49,6 +53,12 @@ func (t *target) theta(z []float64) []float64 {
 // logProb returns log γ(z) (−Inf where the likelihood is not finite) and,
 // when grad is not nil, ∇ log γ(z).
 func (t *target) logProb(z, grad []float64) float64 {
+	if t.inside != nil && !t.inside(z) {
+		if grad != nil {
+			clear(grad)
+		}
+		return math.Inf(-1)
+	}
 	for a, i := range t.idx {
 		t.full[i] = z[a]
 	}
@@ -77,21 +87,36 @@ func (t *target) logProb(z, grad []float64) float64 {
 	return ll + lp
 }
 
+// refDist is the start of the tempering path: a tractable density with
+// exact samples (the kernel mixture r of reference.go, or the Laplace
+// approximation of laplace.go).
+type refDist interface {
+	dim() int
+	scratch() *refScratch
+	sample(rng *rand.Rand, z, xi []float64)
+	logProb(z, grad []float64, s *refScratch) float64
+}
+
 // smcRun is the result of one SMC replicate.
 type smcRun struct {
-	logZ   float64
-	z      [][]float64 // final particles (active dimensions)
-	logW   []float64   // their log weights (normalised to Σ exp = 1)
-	ess    float64     // normalised ESS of the last reweighting
-	steps  int         // tempering steps
-	accept float64     // mean MALA acceptance over all moves
-	ok     bool        // reached β = 1 within the step budget
+	logZ float64
+	// resamples counts the resampling events; eve[i] is the initial
+	// ancestor of final particle i (for lwRelVar).
+	resamples int
+	eve       []int
+	z         [][]float64 // final particles (active dimensions)
+	logW      []float64   // their log weights (normalised to Σ exp = 1)
+	ess       float64     // normalised ESS of the last reweighting
+	steps     int         // tempering steps
+	accept    float64     // mean MALA acceptance over all moves
+	ok        bool        // reached β = 1 within the step budget
 }
 
 // particle state at the current temperature.
 type particle struct {
 	z, gg, gr []float64 // position, ∇ log γ, ∇ log r
 	lg, lr    float64   // log γ, log r
+	eve       int       // index of its ancestor among the initial particles
 }
 
 // runSMC moves N particles from the reference r to the posterior γ along
@@ -103,8 +128,8 @@ type particle struct {
 // preconditioned MALA moves (covariance of the weighted particles; step
 // size adapted towards 57 % acceptance between steps) that leave π_β
 // invariant. log Ẑ is then an unbiased-in-Z estimate of log p(x | M).
-func runSMC(t *target, ref *reference, s Settings, rng *rand.Rand) smcRun {
-	d, n := ref.d, s.Particles
+func runSMC(t *target, ref refDist, s Settings, rng *rand.Rand) smcRun {
+	d, n := ref.dim(), s.Particles
 	rs := ref.scratch()
 	ps := make([]particle, n)
 	xi := make([]float64, d)
@@ -114,6 +139,7 @@ func runSMC(t *target, ref *reference, s Settings, rng *rand.Rand) smcRun {
 		ref.sample(rng, p.z, xi)
 		p.lg = t.logProb(p.z, p.gg)
 		p.lr = ref.logProb(p.z, p.gr, rs)
+		p.eve = i
 	}
 	logW := make([]float64, n) // normalised: Σ exp = 1
 	for i := range logW {
@@ -157,9 +183,22 @@ func runSMC(t *target, ref *reference, s Settings, rng *rand.Rand) smcRun {
 			break
 		}
 		if out.ess < 0.5 {
-			ps = systematic(rng, ps, logW)
+			if s.multinomial {
+				ps = multinomial(rng, ps, logW)
+			} else {
+				ps = systematic(rng, ps, logW)
+			}
+			out.resamples++
 			for i := range logW {
 				logW[i] = -math.Log(float64(n))
+			}
+		}
+		for range s.jumps {
+			for i := range ps {
+				if jump(t, ref, rs, &ps[i], beta, s.Moves > 0, xi, rng) {
+					nAcc++
+				}
+				nMoves++
 			}
 		}
 		mv.prepare(ps, logW)
@@ -188,6 +227,10 @@ func runSMC(t *target, ref *reference, s Settings, rng *rand.Rand) smcRun {
 		out.z[i] = ps[i].z
 	}
 	out.logW = logW
+	out.eve = make([]int, n)
+	for i := range ps {
+		out.eve[i] = ps[i].eve
+	}
 	return out
 }
 
@@ -298,7 +341,7 @@ func systematic(rng *rand.Rand, ps []particle, logW []float64) []particle {
 		}
 		src := ps[k]
 		out[i] = particle{z: append([]float64(nil), src.z...), gg: append([]float64(nil), src.gg...),
-			gr: append([]float64(nil), src.gr...), lg: src.lg, lr: src.lr}
+			gr: append([]float64(nil), src.gr...), lg: src.lg, lr: src.lr, eve: src.eve}
 		u += 1 / float64(n)
 	}
 	return out
@@ -365,7 +408,7 @@ func (m *mover) logKernel(to, mean []float64, eps float64) float64 {
 
 // move proposes z' ~ N(z + (ε²/2)Σ∇log π_β(z), ε²Σ) and accepts it with
 // the Metropolis–Hastings probability; it reports acceptance.
-func (m *mover) move(t *target, ref *reference, rs *refScratch, p *particle, beta, eps float64, rng *rand.Rand) bool {
+func (m *mover) move(t *target, ref refDist, rs *refScratch, p *particle, beta, eps float64, rng *rand.Rand) bool {
 	d := m.d
 	m.drift(p.z, p.gr, p.gg, beta, eps, m.mean)
 	for a := range d {
@@ -379,7 +422,11 @@ func (m *mover) move(t *target, ref *reference, rs *refScratch, p *particle, bet
 	if math.IsInf(lg, -1) {
 		return false
 	}
-	lr := ref.logProb(m.zp, m.gr, rs)
+	gr := m.gr
+	if beta >= 1 {
+		gr = nil // weighted by 1 − β = 0: not needed (m.gr keeps finite values)
+	}
+	lr := ref.logProb(m.zp, gr, rs)
 	fwd := m.logKernel(m.zp, m.mean, eps)
 	m.drift(m.zp, m.gr, m.gg, beta, eps, m.mean)
 	rev := m.logKernel(p.z, m.mean, eps)
@@ -395,4 +442,85 @@ func (m *mover) move(t *target, ref *reference, rs *refScratch, p *particle, bet
 	copy(p.gr, m.gr)
 	p.lg, p.lr = lg, lr
 	return true
+}
+
+// jump is an independence Metropolis–Hastings move targeting
+// π_β ∝ r^(1−β) γ^β with r itself as the proposal: z' ~ r is accepted with
+// probability min(1, (w(z')/w(z))^β), w = γ/r. It costs one likelihood
+// (and a gradient when accepted and grad is set, for the MALA moves that
+// follow); it reports acceptance.
+func jump(t *target, ref refDist, rs *refScratch, p *particle, beta float64, grad bool, xi []float64, rng *rand.Rand) bool {
+	z := make([]float64, len(p.z))
+	ref.sample(rng, z, xi)
+	lg := t.logProb(z, nil)
+	if math.IsInf(lg, -1) {
+		return false
+	}
+	lr := ref.logProb(z, nil, rs)
+	logA := beta * ((lg - lr) - (p.lg - p.lr))
+	if math.IsInf(p.lg, -1) || math.IsInf(p.lr, -1) {
+		logA = 0
+	}
+	if !(math.Log(rng.Float64()) < logA) {
+		return false
+	}
+	p.z = z
+	p.lg, p.lr = lg, lr
+	if grad {
+		p.lg = t.logProb(z, p.gg)
+		if beta < 1 {
+			ref.logProb(z, p.gr, rs)
+		}
+	}
+	return true
+}
+
+// multinomial resamples the particles by multinomial resampling with
+// normalised log weights logW (the resampling under which lwRelVar's
+// variance estimate holds).
+func multinomial(rng *rand.Rand, ps []particle, logW []float64) []particle {
+	n := len(ps)
+	cum := make([]float64, n)
+	c := 0.0
+	for i, l := range logW {
+		c += math.Exp(l)
+		cum[i] = c
+	}
+	out := make([]particle, n)
+	for i := range n {
+		u := rng.Float64() * c
+		k := sort.SearchFloat64s(cum, u)
+		if k >= n {
+			k = n - 1
+		}
+		src := ps[k]
+		out[i] = particle{z: append([]float64(nil), src.z...), gg: append([]float64(nil), src.gg...),
+			gr: append([]float64(nil), src.gr...), lg: src.lg, lr: src.lr, eve: src.eve}
+	}
+	return out
+}
+
+// lwRelVar is the estimate of the relative variance Var(Ẑ)/Z² of an SMC
+// run's evidence from its own particles (Lee & Whiteley 2018, Biometrika
+// 105:609; for adaptive resampling Du & Guyader 2021): with normalised
+// final weights W_i, initial ancestors ("Eve indices") E_i and n
+// multinomial resampling events,
+//
+//	V = 1 − (N/(N−1))^(n+1) (1 − Σ_e (Σ_{i: E_i = e} W_i)²).
+//
+// Without resampling it is the importance-sampling estimate (N ΣW² −
+// 1)/(N − 1), the delta method's. It is consistent as N grows and
+// degenerates (V → 1) when all particles descend from one ancestor.
+func lwRelVar(logW []float64, eve []int, resamples int) float64 {
+	n := float64(len(logW))
+	byEve := map[int]float64{}
+	for i, l := range logW {
+		byEve[eve[i]] += math.Exp(l)
+	}
+	s := 0.0
+	for _, w := range byEve {
+		s += w * w
+	}
+	v := 1 - math.Pow(n/(n-1), float64(resamples+1))*(1-s)
+	return math.Max(v, 0)
 }

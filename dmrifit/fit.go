@@ -177,18 +177,47 @@ type Fitter struct {
 	// exch lists the sticks when they are exchangeable (equal Dirichlet
 	// concentrations), for the refinement's relabelling; else nil.
 	exch []int
+	// class[m] is model m's class (modelClass), for the correction's
+	// candidates.
+	class []string
 }
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
-// --correct`: the library defaults with 4 replicates of 32 particles, 3
-// MALA moves per tempering step, a reference from 32 draws of q and a
-// final importance stage of 256 samples (IS: 64 importance samples),
-// sized for voxels: a fit corrects every model with q(M | x, λ) ≥
-// CorrectMinQ in every voxel (docs/dmri.md gives the cost).
+// --correct`, sized for voxels. SMC: one run of 64 particles per stick
+// count from the Laplace approximation at the mode (laplaceSettings;
+// 8 draws of q start the mode search), 1 independence move and 1 MALA
+// move per tempering step. IS: 64 importance samples (each needs the ODE
+// log-density, 12 VJPs per step for b3s). A fit corrects the models of
+// every class with q ≥ CorrectMinQ in every voxel (docs/posterior.md
+// gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
-	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 32, 3, 32, 256
-	cs.Samples = 64 // IS: each sample needs the ODE log-density (12 VJPs per step for b3s)
+	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 64, 1, 8, 256
+	cs.Samples = 64
+	return cs
+}
+
+// laplaceSettings switches an SMC correction to the Laplace start
+// (correct.LaplaceOptions): each stick's two latents are the hemisphere
+// bijection of its direction (family/dmri: orientation(z[0], z[1]) of a
+// MultiShellStick block), and the sticks are exchangeable when their
+// Dirichlet concentrations are equal. Families whose stick blocks are
+// not 2 latents keep the kernel start (4 replicates).
+func laplaceSettings(cs correct.Settings, l *family.Layout, sticks, exch []int) correct.Settings {
+	axes := map[int][2]int{}
+	for _, k := range sticks {
+		b := l.Blocks[k]
+		if b.Size != 2 {
+			return cs
+		}
+		axes[k] = [2]int{b.Offset, b.Offset + 1}
+	}
+	cs.Laplace = &correct.LaplaceOptions{Axes: axes, Exchangeable: exch}
+	// A log-evidence SE of 0.5 nats moves a voxel's model probabilities by
+	// about a factor e^±0.5; 64 particles give a median 0.21 on the slab's
+	// crossings (docs/validation.md), so the library's 0.1 would flag 91 %
+	// of them. The SE itself is in the correct_logz_se map.
+	cs.MaxLogEvidenceSE = 0.5
 	return cs
 }
 
@@ -205,9 +234,6 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
 	method, _ := correct.ParseMethod(s.Correct)
 	ft.cs = DefaultCorrectSettings(method)
-	if s.CorrectParticles > 0 {
-		ft.cs.Particles = s.CorrectParticles
-	}
 	comps := f.Components()
 	simplexPos := map[int]int{}
 	for i, k := range f.Layout().Simplex {
@@ -245,12 +271,19 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	}
 	ft.Sticks = len(ft.stick)
 	ft.exch = exchangeable(f.Layout(), ft.stick)
+	if method == correct.SMC {
+		ft.cs = laplaceSettings(ft.cs, f.Layout(), ft.stick, ft.exch)
+	}
+	if s.CorrectParticles > 0 {
+		ft.cs.Particles = s.CorrectParticles
+	}
 	var err error
 	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
 		return nil, err
 	}
-	for _, m := range ft.Models {
-		ft.masks = append(ft.masks, m.Mask)
+	for m, mod := range ft.Models {
+		ft.masks = append(ft.masks, mod.Mask)
+		ft.class = append(ft.class, ft.modelClass(m))
 	}
 	return ft, nil
 }
@@ -335,9 +368,12 @@ func newBatch(start, n, samples, models, sticks int) *Result {
 
 var nan32 = float32(math.NaN())
 
-// CorrectMinQ is the network probability q(M | x, λ) below which a model
-// is left out of a voxel's correction (its corrected probability is 0).
-const CorrectMinQ = 1e-3
+// CorrectMinQ is the network probability q(M | x, λ) summed over a model
+// class (modelClass: the models that differ only in which sticks are
+// on) below which the class is left out of a voxel's correction (its
+// corrected probability is 0). With the Laplace start each class costs
+// one SMC run.
+const CorrectMinQ = 0.01
 
 // maskStreamTag separates the model-draw streams from everything else.
 const maskStreamTag = 0x6669746d61736b // "fitmask"
@@ -394,15 +430,21 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 	if ft.cs.Method != correct.None {
 		cs := ft.cs
 		cs.Sample = so
-		// Candidates: the models holding at least CorrectMinQ of the
-		// network's q(M | x, λ) (at least the most probable one); the
-		// corrected posterior is exact within them, the others get 0.
+		// Candidates: the models of the classes (the same compartments
+		// but for which sticks are on, modelClass) holding at least
+		// CorrectMinQ of the network's q(M | x, λ), and the most probable
+		// model; the corrected posterior is exact within them, the
+		// others get 0.
 		cands := make([][][]bool, n)
 		pos := make([][]int, n)
 		for v := range n {
 			p := b.ModelProb[v*M : (v+1)*M]
+			byClass := map[string]float64{}
 			for m := range M {
-				if float64(p[m]) >= CorrectMinQ || &ft.masks[m][0] == &mapMasks[v][0] {
+				byClass[ft.class[m]] += float64(p[m])
+			}
+			for m := range M {
+				if byClass[ft.class[m]] >= CorrectMinQ || &ft.masks[m][0] == &mapMasks[v][0] {
 					cands[v] = append(cands[v], ft.masks[m])
 					pos[v] = append(pos[v], m)
 				}
@@ -593,6 +635,17 @@ func (ft *Fitter) countRestricted(p []float32) []float32 {
 		}
 	}
 	return out
+}
+
+// modelClass is the key of model m's class: its mask with the sticks
+// replaced by their number (exchangeable sticks make the models of a
+// class the same model).
+func (ft *Fitter) modelClass(m int) string {
+	k := append([]bool(nil), ft.masks[m]...)
+	for _, j := range ft.stick {
+		k[j] = false
+	}
+	return fmt.Sprintf("%s/%d", family.MaskString(k), ft.Models[m].Sticks)
 }
 
 // drawCategorical draws an index with probabilities p (Σ p = 1 up to

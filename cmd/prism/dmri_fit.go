@@ -26,7 +26,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results change with it only in float32 rounding)")
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
-	fs.IntVar(&s.CorrectParticles, "correct-particles", dmrifit.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (4 runs per model and voxel)")
+	fs.IntVar(&s.CorrectParticles, "correct-particles", dmrifit.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (one run per stick count and voxel)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
 	fs.IntVar(&s.Refine, "refine", def.Refine, "independence Metropolis–Hastings steps that move each network sample towards the exact posterior of its model (proposal: a t-distributed Laplace approximation at the mode; 0: the network's samples as they are; docs/dmri.md)")
 	fs.IntVar(&s.RefineMALA, "refine-mala", def.RefineMALA, "preconditioned MALA steps after the --refine steps (0: none)")
