@@ -36,8 +36,8 @@ type FitSettings struct {
 	// Seed selects every random stream.
 	Seed uint64 `json:"seed"`
 	// BatchSize is the number of voxels per batch: memory, progress
-	// granularity and resume points; the results change with it only in
-	// float32 rounding (see Fitter.Fit).
+	// granularity and resume points; the results do not depend on it, bit
+	// for bit (see Fitter.Fit).
 	BatchSize int `json:"batch_size"`
 	// Correct is the posterior correction (package correct): "" or "none",
 	// "is" or "smc". With a correction the model probabilities come from

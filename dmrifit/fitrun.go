@@ -56,9 +56,12 @@ func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(
 	// left them idle while a round's results were written (167 and 174 %
 	// CPU on the bundled whole brain). Every voxel's random streams depend
 	// on its position and the seed only, not on which batch or core fits
-	// it; the numbers agree to float32 rounding, not bit for bit: the
-	// network's row chunks (network.maskedChunks) follow the batch's rows
-	// and GOMAXPROCS (docs/validation.md, "Golden outputs…"; open).
+	// it, and the network computes every row with the same arithmetic
+	// wherever it sits in a batch, a row chunk (network.maskedChunks, which
+	// follow the batch's rows and GOMAXPROCS) or a cross-attention segment,
+	// so the output is the same bit for bit for any --batch and GOMAXPROCS
+	// (TestFitBatchAndWorkersInvariance; docs/validation.md, "Golden
+	// outputs…").
 	size, first := ft.set.BatchSize, done
 	nb := (total - first + size - 1) / size
 	workers := min(runtime.GOMAXPROCS(0), nb)

@@ -157,3 +157,47 @@ func BenchmarkMakeBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDenoiseMasked times DenoiseMasked of the b3s network at
+// DefaultConfig for 1000 rows of 50 observations (20 rows each, with
+// precomputed cross-attention keys) under the six-token mask ball + 2
+// sticks + noise, and under the eight-token full mask: the denoiser's call
+// in the dMRI fit (segments of 120 and 160 queries).
+func BenchmarkDenoiseMasked(b *testing.B) {
+	n := newNet(b, "b3s", DefaultConfig, 1)
+	s := benchSamples(n, 50)
+	ge := engine.NewInferenceGraph()
+	enc := encodeSamples(b, n, ge, s)
+	cross := n.ParamCrossKV(ge, enc)
+	const rows = 1000
+	rowObs := make([]int, rows)
+	for i := range rowObs {
+		rowObs[i] = i / 20
+	}
+	th := make([]float32, rows*n.dmax)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range th {
+		th[i] = float32(r.NormFloat64())
+	}
+	for _, mc := range []struct {
+		name string
+		mask []bool
+	}{{"tokens6", []bool{true, true, true, false, true}}, {"tokens8", []bool{true, true, true, true, true}}} {
+		b.Run(mc.name, func(b *testing.B) {
+			g := engine.NewInferenceGraph()
+			run := func() {
+				g.Reset()
+				if _, err := n.DenoiseMasked(g, enc, cross, mc.mask, rowObs, g.Input(th, rows, n.dmax), 0.5); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run()
+			cpu0 := benchcpu.Start()
+			b.ResetTimer()
+			for range b.N {
+				run()
+			}
+			benchcpu.Report(b, cpu0)
+		})
+	}
+}

@@ -343,8 +343,12 @@ func (n *Net) Denoise(g *engine.Graph, enc *engine.Tensor, masks [][]bool, theta
 // attends to (engine.ActivityMask), are left out of the transformer
 // instead of being carried along. rowObs[i] is row i's observation in enc
 // (non-decreasing), so rows need not come in equal groups per observation.
-// The result equals Denoise's up to float32 summation order. It is an
-// inference path: thetaSigma must not require a gradient.
+// The result equals Denoise's up to float32 summation order. Every row's
+// result is the same bit for bit whatever the other rows of the call, their
+// number, the row chunks and GOMAXPROCS: each kernel computes a row (the
+// attention: a query) with the same arithmetic wherever it sits
+// (TestDenoiseMaskedGroupingInvariance). It is an inference path:
+// thetaSigma must not require a gradient.
 //
 // cross, if non-nil, holds the parameter decoder's cross-attention keys
 // and values of enc from ParamCross; a sampler that evaluates the same
@@ -456,7 +460,8 @@ const maskedChunkTokens = 512
 // 1 below two chunks' worth, else about maskedChunkTokens tokens each (on
 // one core too: the chunks then run in turn, for the cache), rounded up to
 // a multiple of GOMAXPROCS so that equal chunks end together on all cores
-// (an odd count left one core to finish the last chunk alone).
+// (an odd count left one core to finish the last chunk alone). The chunks
+// change the speed only, not the bits of any row (see DenoiseMasked).
 func maskedChunks(b, t int) int {
 	if b*t < 2*maskedChunkTokens {
 		return 1

@@ -412,7 +412,10 @@ func TestDenoiseMaskedMatchesDenoise(t *testing.T) {
 // chunk boundaries cut segments, with and without precomputed
 // cross-attention keys (and cached token weights, reused at a second noise
 // level): every row must match Denoise of the whole batch to the
-// summation-order tolerance of TestDenoiseMaskedMatchesDenoise.
+// summation-order tolerance of TestDenoiseMaskedMatchesDenoise (Denoise
+// runs all tokens with an attention mask, other arithmetic), and bit for bit
+// DenoiseMasked of each observation's rows on their own in one chunk (the
+// kernels compute every row the same wherever it sits in its call).
 func TestDenoiseMaskedChunks(t *testing.T) {
 	n := newNet(t, "b3s", tinyConfig, 7)
 	perturbParams(n, 0.3, 8)
@@ -480,6 +483,22 @@ func TestDenoiseMaskedChunks(t *testing.T) {
 						t.Fatalf("σ %v cross %v row %d dim %d: DenoiseMasked %v, Denoise %v", sigma, c != nil, k, j, v, w)
 					}
 				}
+			}
+			for a0 := 0; a0 < len(rows); {
+				a1 := a0
+				for a1 < len(rows) && rowObs[a1] == rowObs[a0] {
+					a1++
+				}
+				one, err := n.DenoiseMasked(g, enc, c, mask, rowObs[a0:a1], g.Input(sub[a0*dm:a1*dm], a1-a0, dm), sigma)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range one.Data {
+					if w := got.Data[a0*dm+i]; math.Float32bits(v) != math.Float32bits(w) {
+						t.Fatalf("σ %v cross %v row %d dim %d: %v in row chunks, %v with observation %d alone", sigma, c != nil, rows[a0+i/dm], i%dm, w, v, rowObs[a0])
+					}
+				}
+				a0 = a1
 			}
 		}
 	}

@@ -58,7 +58,7 @@ func runBIDS(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&s.Steps, "steps", def.Steps, "probability-flow ODE steps per sample")
 	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2, heun or dpm2m")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
-	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results change with it only in float32 rounding)")
+	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it, bit for bit)")
 	pos, err := parseInterspersed(fs, expandLabelFlags(args))
 	if err != nil {
 		return err

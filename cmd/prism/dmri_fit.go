@@ -24,7 +24,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Solver, "solver", def.Solver, "ODE solver: ab2, heun or dpm2m (docs/posterior.md)")
 	fs.IntVar(&s.ESSSamples, "ess-samples", def.ESSSamples, "importance samples per voxel under its MAP model for the ESS map (0: no ess map)")
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
-	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results change with it only in float32 rounding)")
+	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it, bit for bit)")
 	fs.StringVar(&s.Correct, "correct", "none", "correct the posterior of every model with the likelihood: none, is or smc (writes correct_* diagnostic maps; docs/posterior.md)")
 	fs.IntVar(&s.CorrectParticles, "correct-particles", dmrifit.DefaultCorrectSettings(correct.SMC).Particles, "with --correct smc: particles per SMC run (one run per stick count and voxel)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")

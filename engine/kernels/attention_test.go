@@ -265,3 +265,45 @@ func TestAttentionInferenceMatchesReference(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionQueryIndependence: in inference without a mask (probs nil)
+// a query's output must not depend on the other queries of its call, bit
+// for bit: every window of queries [i0, i1) of a call, run as a call of its
+// own, gives the same bits as in the whole call. This lets the network's
+// rows be batched, chunked and cut into cross-attention segments freely.
+// Tq covers the kernels' query groups (1–3 left over from fours and
+// eights) and several tiles (PK_ATT_TILE / Tk queries each); Tk ≤ 16 is the
+// AVX-512 path's small-key kernel.
+func TestAttentionQueryIndependence(t *testing.T) {
+	for _, s := range []AttnShape{
+		{B: 1, Tq: 203, Tk: 105, H: 2, Dh: 16},
+		{B: 1, Tq: 75, Tk: 300, H: 2, Dh: 16},
+		{B: 1, Tq: 23, Tk: 11, H: 2, Dh: 16},
+		{B: 1, Tq: 37, Tk: 40, H: 2, Dh: 8},
+		{B: 1, Tq: 30, Tk: 33, H: 1, Dh: 32},
+		{B: 1, Tq: 13, Tk: 21, H: 1, Dh: 64},
+	} {
+		r := newRNG(uint64(s.Tq + s.Tk + s.Dh))
+		s = s.norm()
+		w := s.H * s.Dh
+		q := to32(randn64(r, s.Tq*w, 1))
+		k := to32(randn64(r, s.Tk*w, 1))
+		v := to32(randn64(r, s.Tk*w, 1))
+		all := make([]float32, s.Tq*w)
+		AttentionForward(s, q, k, v, Mask{}, all, nil)
+		for _, n := range []int{1, 2, 3, 5, 6, 7, 9, 17} {
+			for i0 := 0; i0 < s.Tq; i0 += n {
+				i1 := min(s.Tq, i0+n)
+				sub := s
+				sub.Tq = i1 - i0
+				got := make([]float32, sub.Tq*w)
+				AttentionForward(sub, q[i0*w:i1*w], k, v, Mask{}, got, nil)
+				for e, g := range got {
+					if want := all[i0*w+e]; math.Float32bits(g) != math.Float32bits(want) {
+						t.Fatalf("%+v: query %d component %d is %v in a call of %d queries, %v in one of %d", s, i0+e/w, e%w, g, sub.Tq, want, s.Tq)
+					}
+				}
+			}
+		}
+	}
+}

@@ -196,6 +196,17 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		reportGFLOPS(b, 4*float64(2048*benchH*105*benchDh), c0)
 	})
+	// Cross-attention of one observation's segment of 3 rows × 6 active
+	// tokens (b3s ball + 2 sticks + noise): 18 queries, of which the last
+	// two fill a padded group of four.
+	ys := AttnShape{B: 1, Tq: 18, Tk: 105, H: benchH, Dh: benchDh}
+	b.Run("cross_Tq18_Tk105", func(b *testing.B) {
+		c0 := cpuStart()
+		for b.Loop() {
+			AttentionForward(ys, xq, xkv, xkv, Mask{}, xout, nil)
+		}
+		reportGFLOPS(b, 4*float64(18*benchH*105*benchDh), c0)
+	})
 }
 
 func BenchmarkLayerNorm(b *testing.B) {

@@ -1304,26 +1304,37 @@ PK_INLINE void pk_kv_grad_native(const float *dsm, long ldt, const float *P, lon
 // probabilities), so the rows stay in L1/L2 and nothing is allocated:
 // materialising all Tq rows per call cost a 3.6 MB malloc per head for the
 // network's cross-attention and ≈10 % of inference in page faults.
+//
+// In inference without a mask every query takes the same arithmetic
+// wherever it sits in the call (uniform): the keys are transposed even for
+// fewer than four queries, and a tile's last queries that do not fill a
+// group of four go through the four-query routines (scores, softmax, P·V)
+// with zero queries as padding. A query's result then does not depend on
+// how many queries share its call or on its position there, so the
+// network's rows do not depend on the batch, its row chunks or its
+// segments (cross-attention runs a segment's queries as one call).
 PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const float *k, const float *v,
 	const unsigned char *allow, long bstride, float *out, float *probs, long lo, long hi, const long dh) {
 	const long H = s->H, Tq = s->Tq, Tk = s->Tk;
 	const long ldt = (Tk + PK_JB - 1) & ~(long)(PK_JB - 1);
-	const int transposed = Tq >= 4;
+	const int uniform = !probs && !allow;
+	const int transposed = Tq >= 4 || uniform;
 	long tile = Tq;
 	if (!probs) {
 		tile = PK_ATT_TILE / ldt;
 		tile = tile < 4 ? 4 : tile & ~3L;
 		tile = tile > Tq ? Tq : tile;
 	}
+	const long tile4 = (tile + 3) & ~3L; // rows of scratch: a padded last group fits
 	float stack[PK_STACK] __attribute__((aligned(64)));
 	pk_scratch scr;
 	pk_scratch_init(&scr, stack, (transposed ? pk_round(dh * ldt) : 0) + pk_round(ldt) +
-		(probs ? 0 : pk_round(tile * ldt)) + pk_round(2 * tile * sizeof(long) / sizeof(float)));
+		(probs ? 0 : pk_round(tile4 * ldt)) + pk_round(2 * tile4 * sizeof(long) / sizeof(float)));
 	float *kt = transposed ? pk_take(&scr, dh * ldt) : NULL;
 	float *sc = pk_take(&scr, ldt);
-	float *pm = probs ? NULL : pk_take(&scr, tile * ldt); // probabilities when the caller keeps none
+	float *pm = probs ? NULL : pk_take(&scr, tile4 * ldt); // probabilities when the caller keeps none
 	const long ldp = probs ? Tk : ldt;
-	long *rlo0 = pk_take(&scr, 2 * tile * sizeof(long) / sizeof(float));
+	long *rlo0 = pk_take(&scr, 2 * tile4 * sizeof(long) / sizeof(float));
 	if (kt) memset(kt, 0, dh * ldt * sizeof(float));
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (long bh = lo; bh < hi; bh++) {
@@ -1339,19 +1350,34 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 		const float *Q = Q0 + t0 * s->ldq;
 		float *O = O0 + t0 * s->ldo;
 		float *P = probs ? probs + bh * Tq * Tk + t0 * Tk : pm;
-		long *rlo = rlo0, *rhi = rlo0 + tile;
+		long *rlo = rlo0, *rhi = rlo0 + tile4;
 		const unsigned char *allow_t = allow ? allow + b * bstride + t0 * Tk : NULL;
 		// Inference with Dh = 16: scores of four queries at a time straight
-		// into their probability rows (the softmax below then works in place).
+		// into their probability rows (the softmax below then works in place);
+		// the last one to three queries with zero queries as padding (P has
+		// tile4 rows).
 		long ns = 0, nsm = 0;
-		if (!probs && transposed && dh == 16)
-			for (; ns + 4 <= nt; ns += 4)
+		if (!probs && transposed && dh == 16) {
+			for (; ns < nt; ns += 4) {
+				const float *Qg = Q + ns * s->ldq;
+				long ldq = s->ldq;
+				float qpad[4][16] __attribute__((aligned(64)));
+				if (ns + 4 > nt) {
+					memset(qpad, 0, sizeof qpad);
+					for (long r = 0; r < nt - ns; r++) memcpy(qpad[r], Qg + r * s->ldq, 16 * sizeof(float));
+					Qg = &qpad[0][0];
+					ldq = 16;
+				}
 #if defined(__AVX2__) && !defined(__AVX512F__)
-				pk_scores4_16_avx2(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+				pk_scores4_16_avx2(Qg, ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
 #else
-				pk_scores4_16(Q + ns * s->ldq, s->ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
+				pk_scores4_16(Qg, ldq, kt, ldt, ldt / 16, scale, P + ns * ldp, ldp);
 #endif
-		// Without a mask, the softmax of those rows four at a time.
+			}
+			ns = nt;
+		}
+		// Without a mask, the softmax of those rows four at a time (the last
+		// group with its padding rows).
 #if defined(__AVX512F__)
 		if (!allow_t)
 			for (; nsm < ns; nsm += 4) pk_softmax4(P + nsm * ldp, ldp, Tk);
@@ -1394,6 +1420,15 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 			const float inv = 1.0f / pk_softmax_row(sc, jlo, jhi, a);
 			for (long j = jlo; j < jhi; j++) p[j] = sc[j] * inv;
 		}
+		// Padding rows of the last group of four see every key (uniform);
+		// without the four-query scores above (Dh ≠ 16) their
+		// probabilities are zeros.
+		if (uniform)
+			for (long i = nt; i < ((nt + 3) & ~3L); i++) {
+				rlo[i] = 0;
+				rhi[i] = Tk;
+				if (dh != 16) memset(P + i * ldp, 0, Tk * sizeof(float));
+			}
 		// out = P·V.
 		long i0 = 0;
 #if !defined(__AVX512F__)
@@ -1438,7 +1473,12 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 					PK_ST(o + 6 * s->ldo, a6);
 					PK_ST(o + 7 * s->ldo, a7);
 				}
-			for (; i0 + 4 <= nt; i0 += 4) {
+			// The last one to three queries, when uniform, as a padded group
+			// of four into a local buffer (each query sums over j in order).
+			float obuf[4 * 16 * PK_MAXV] __attribute__((aligned(64)));
+			for (; i0 + 4 <= nt || (uniform && i0 < nt); i0 += 4) {
+				float *og = i0 + 4 <= nt ? O + i0 * s->ldo : obuf;
+				const long ldog = i0 + 4 <= nt ? s->ldo : dh;
 				long j0, j1;
 				pk_key_span(rlo + i0, rhi + i0, 4, Tk, &j0, &j1);
 				pk_v16 acc[4][PK_MAXV];
@@ -1456,9 +1496,11 @@ PK_INLINE void pk_attn_fwd_body(const pk_attn_shape *s, const float *q, const fl
 					}
 				}
 				for (long r = 0; r < 4; r++) {
-					float *o = O + (i0 + r) * s->ldo;
+					float *o = og + r * ldog;
 					for (long c = 0; c < dh / 16; c++) PK_ST(o + 16 * c, acc[r][c]);
 				}
+				if (og == obuf)
+					for (long r = 0; r < nt - i0; r++) memcpy(O + (i0 + r) * s->ldo, obuf + r * dh, dh * sizeof(float));
 			}
 			// Remaining queries (all of them when decoding with Tq = 1):
 			// four accumulators over j instead.
