@@ -231,17 +231,19 @@ func (r *run) begin(settings any) (func(), error) {
 }
 
 // setUp builds the run's fitter with newFitter (NewFitter or
-// NewSelectFitter) and returns it with the network's weights hash; both
-// count with the network's loading in the "checkpoint" timing.
-func setUp[F any](r *run, newFitter func(*posterior.Posterior, FitSettings) (F, error)) (F, string, error) {
+// NewSelectFitter) and returns it with the network's weights hash, which
+// counts with the network's loading in the "checkpoint" timing, and the
+// run's resumable-state key (StateKey).
+func setUp[F any](r *run, newFitter func(*posterior.Posterior, FitSettings) (F, error)) (F, string, []byte, error) {
 	start := time.Now()
 	ft, err := newFitter(r.post, r.set)
 	if err != nil {
-		return ft, "", fmt.Errorf("%s: %w", r.source(), err)
+		return ft, "", nil, fmt.Errorf("%s: %w", r.source(), err)
 	}
 	weights := WeightsHash(r.post)
 	r.cfg.Timings["checkpoint"] += time.Since(start).Seconds()
-	return ft, weights, nil
+	key, err := StateKey(r.set, weights, r.scan)
+	return ft, weights, key, err
 }
 
 // massSummary summarises the model posterior's normalisation in run.json:
@@ -258,18 +260,22 @@ func summariseMass(mass []float32) massSummary {
 }
 
 // fitAndWrite runs fit with the progress of the scan's voxels, resumed
-// of them done before, records its timings and writes its result with
-// write; it returns the result and when the writing began. A cancelled
-// fit returns the message interrupted, wrapping context.Canceled.
-func fitAndWrite[R any](r *run, resumed int, interrupted string, fit func(progress func(done int)) (R, error), write func(R) error) (R, time.Time, error) {
+// of them taken from the run's state file (StateFile), records its
+// timings and writes its result with write; it returns the result and
+// when the writing began. A cancelled fit returns an error saying that
+// the state file keeps the finished batches, wrapping context.Canceled.
+func fitAndWrite[R any](r *run, resumed int, fit func(progress func(done int)) (R, error), write func(R) error) (R, time.Time, error) {
 	nv := len(r.scan.Voxels)
+	if resumed > 0 {
+		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
+	}
 	fitStart, cpuStart := time.Now(), cpuSeconds()
 	bar := progress.Begin(r.cfg.Progress, "dmri fit", nv, resumed)
 	all, err := fit(bar.Update)
 	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			err = interruptedError{interrupted, err}
+			err = interruptedError{"interrupted; " + filepath.Join(r.cfg.Out, StateFile) + " keeps the finished batches", err}
 		}
 		return all, time.Time{}, err
 	}
@@ -284,8 +290,9 @@ func fitAndWrite[R any](r *run, resumed int, interrupted string, fit func(progre
 }
 
 // finish writes run.json (record) after the maps, whose writing began at
-// writeStart, and reports the run.
-func (r *run) finish(record any, writeStart time.Time, n int) error {
+// writeStart, reports the run of n voxels and deletes its finished state
+// file st.
+func (r *run) finish(record any, writeStart time.Time, n int, st *recordFile) error {
 	r.info.Timings["write"] = time.Since(writeStart).Seconds()
 	r.info.Timings["total"] = time.Since(r.start).Seconds()
 	if err := atomicfile.WriteJSON(filepath.Join(r.cfg.Out, "run.json"), record); err != nil {
@@ -293,7 +300,7 @@ func (r *run) finish(record any, writeStart time.Time, n int) error {
 	}
 	r.logf("%d voxels in %.1f s (%.1f voxels/s), total %.1f s; wrote %s",
 		n, r.info.Timings["fit"], r.info.VoxelsPerSecond, r.info.Timings["total"], r.cfg.Out)
-	return nil
+	return st.Remove()
 }
 
 // fitRecord is run.json of a ball-and-sticks fit: the common record plus
@@ -312,11 +319,7 @@ type fitRecord struct {
 // ballAndSticks is Run for a ball-and-sticks family.
 func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 	s, scan := r.set, r.scan
-	fitter, weights, err := setUp(r, NewFitter)
-	if err != nil {
-		return nil, err
-	}
-	key, err := StateKey(s, weights, scan)
+	fitter, weights, key, err := setUp(r, NewFitter)
 	if err != nil {
 		return nil, err
 	}
@@ -338,11 +341,8 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxels: resumed}
 	r.logf("%s network %.12s…, %d models, λ %v, %d samples × %d %s steps, ESS from %d samples",
 		r.post.Family().Name(), weights, len(fitter.Models), s.Lambda, s.Samples, s.Steps, s.Solver, s.ESSSamples)
-	if resumed > 0 {
-		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
-	}
 
-	all, writeStart, err := fitAndWrite(r, resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches",
+	all, writeStart, err := fitAndWrite(r, resumed,
 		func(progress func(int)) (*Result, error) { return fitter.Fit(ctx, scan, st, progress) },
 		func(all *Result) error { return fitter.WriteFit(r.cfg.Out, scan, all) })
 	if err != nil {
@@ -362,10 +362,7 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 			r.logf("--correct %s failed its diagnostics in %d of %d voxels (correct_failed map)", s.Correct, failed, nv)
 		}
 	}
-	if err := r.finish(rec, writeStart, nv-resumed); err != nil {
-		return nil, err
-	}
-	if err := st.Remove(); err != nil {
+	if err := r.finish(rec, writeStart, nv-resumed, st.recordFile); err != nil {
 		return nil, err
 	}
 	return &RunSummary{Info: r.info, Resumed: resumed, MeanModelMass: rec.MeanModelMass}, nil
@@ -409,11 +406,7 @@ type selectionRecord struct {
 // an interrupted run continues.
 func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	s, scan := r.set, r.scan
-	ft, weights, err := setUp(r, NewSelectFitter)
-	if err != nil {
-		return nil, err
-	}
-	key, err := StateKey(s, weights, scan)
+	ft, weights, key, err := setUp(r, NewSelectFitter)
 	if err != nil {
 		return nil, err
 	}
@@ -435,21 +428,15 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	r.info.Settings = settings
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
-	if resumed > 0 {
-		r.logf("continuing an interrupted run: %d of %d voxels already done", resumed, nv)
-	}
 
-	all, writeStart, err := fitAndWrite(r, resumed, "interrupted; "+filepath.Join(r.cfg.Out, StateFile)+" keeps the finished batches",
+	all, writeStart, err := fitAndWrite(r, resumed,
 		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, a, st, progress) },
 		func(all *Selection) error { return ft.WriteSelection(r.cfg.Out, scan, all) })
 	if err != nil {
 		return nil, err
 	}
 	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
-	if err := r.finish(rec, writeStart, nv-resumed); err != nil {
-		return nil, err
-	}
-	if err := st.Remove(); err != nil {
+	if err := r.finish(rec, writeStart, nv-resumed, st.recordFile); err != nil {
 		return nil, err
 	}
 	return &RunSummary{Info: r.info, Resumed: resumed, MeanModelMass: rec.MeanModelMass}, nil
