@@ -179,8 +179,8 @@ func TestFitStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Done != 5 || len(st.Batches) != 2 {
-		t.Fatalf("reopened: %d voxels in %d batches, want 5 in 2", st.Done, len(st.Batches))
+	if st.Done() != 5 || len(st.Batches) != 2 {
+		t.Fatalf("reopened: %d voxels in %d batches, want 5 in 2", st.Done(), len(st.Batches))
 	}
 	if fi, _ := os.Stat(path); fi.Size() != good.Size() {
 		t.Errorf("torn record not cut: %d bytes, want %d", fi.Size(), good.Size())
@@ -208,16 +208,16 @@ func TestFitStateRoundTrip(t *testing.T) {
 	}
 	st.Close()
 	st, err = OpenFitState(path, key, sh, false)
-	if err != nil || st.Done != 6 {
-		t.Fatalf("after appending: %v, %d voxels", err, st.Done)
+	if err != nil || st.Done() != 6 {
+		t.Fatalf("after appending: %v, %d voxels", err, st.Done())
 	}
 	st.Close()
 	if _, err := OpenFitState(path, []byte(`{"a":2}`), sh, false); err == nil || !strings.Contains(err.Error(), "different run") {
 		t.Errorf("another key: %v", err)
 	}
 	st, err = OpenFitState(path, []byte(`{"a":2}`), sh, true)
-	if err != nil || st.Done != 0 {
-		t.Fatalf("fresh: %v, %d voxels", err, st.Done)
+	if err != nil || st.Done() != 0 {
+		t.Fatalf("fresh: %v, %d voxels", err, st.Done())
 	}
 	st.Close()
 }

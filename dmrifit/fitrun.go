@@ -37,13 +37,13 @@ func (ft *Fitter) Fit(ctx context.Context, s *Scan, st *FitState, progress func(
 	all := newBatch(0, total, sh.Samples, sh.Models, sh.Sticks)
 	done := 0
 	if st != nil {
-		if st.Done > total {
-			return nil, fmt.Errorf("dmri: the partial state covers %d voxels, the scan has %d", st.Done, total)
+		if st.Done() > total {
+			return nil, fmt.Errorf("dmri: the partial state covers %d voxels, the scan has %d", st.Done(), total)
 		}
 		for _, b := range st.Batches {
 			all.place(b)
 		}
-		done = st.Done
+		done = st.Done()
 		st.Batches = nil // free the decoded copies
 	}
 	if progress != nil {

@@ -148,6 +148,9 @@ func (rf *recordFile) append(start, n int, payload []byte) error {
 	return nil
 }
 
+// Done is the number of voxels, from the first, in complete records.
+func (rf *recordFile) Done() int { return rf.done }
+
 // Close closes the file.
 func (rf *recordFile) Close() error { return rf.f.Close() }
 
@@ -164,10 +167,8 @@ func (rf *recordFile) Remove() error {
 type FitState struct {
 	*recordFile
 	// Batches are the complete batches found when the file was opened,
-	// in order; Done is the number of voxels they cover (batches always
-	// start where the previous one ended).
+	// in order (batches always start where the previous one ended).
 	Batches []*Result
-	Done    int
 }
 
 // OpenFitState opens (or creates) the state file at path for a run
@@ -182,7 +183,7 @@ func OpenFitState(path string, key []byte, shape ResultShape, fresh bool) (*FitS
 	if err != nil {
 		return nil, err
 	}
-	st.recordFile, st.Done = rf, rf.done
+	st.recordFile = rf
 	return st, nil
 }
 
@@ -207,11 +208,7 @@ func (sh ResultShape) payload(n int) int {
 
 // Append writes b as a record and syncs the file.
 func (st *FitState) Append(b *Result) error {
-	if err := st.append(b.Start, b.N, b.marshal()); err != nil {
-		return err
-	}
-	st.Done = st.done
-	return nil
+	return st.append(b.Start, b.N, b.marshal())
 }
 
 func (b *Result) arrays() [][]float32 {

@@ -336,7 +336,7 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 		return nil, err
 	}
 	defer st.Close()
-	resumed, nv := st.Done, len(scan.Voxels)
+	resumed, nv := st.Done(), len(scan.Voxels)
 	r.info.Settings = RunSettings{FitSettings: s, Checkpoint: r.cfg.Checkpoint, Model: r.cfg.Model, Family: r.post.Family().Name(), WeightsSHA: weights,
 		Models: len(fitter.Models), Sticks: fitter.Sticks, ResumedVoxels: resumed}
 	r.logf("%s network %.12s…, %d models, λ %v, %d samples × %d %s steps, ESS from %d samples",

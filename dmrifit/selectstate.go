@@ -19,7 +19,7 @@ type SelectState struct {
 
 // OpenSelectState opens (or creates) the state file at path for a run
 // identified by key, as OpenFitState, and decodes its complete records
-// into a (which covers the whole scan). Done reports how many voxels,
+// into a (which covers the whole scan); Done reports how many voxels,
 // from the first, they hold.
 func OpenSelectState(path string, key []byte, a *Selection, fresh bool) (*SelectState, error) {
 	rf, err := openRecordFile(path, selectStateMagicLine, key, recordCodec{payload: a.payload, take: a.unmarshalRange}, fresh)
@@ -28,9 +28,6 @@ func OpenSelectState(path string, key []byte, a *Selection, fresh bool) (*Select
 	}
 	return &SelectState{rf}, nil
 }
-
-// Done is the number of voxels in complete records.
-func (st *SelectState) Done() int { return st.done }
 
 // Append writes voxels [start, start+n) of a as a record and syncs the
 // file; records must follow each other without gaps.

@@ -167,28 +167,28 @@ func (ft *Fitter) FitShard(ctx context.Context, s *Scan, sh Shard, st *FitState,
 	}
 	lo, hi := sh.Range(len(s.Voxels))
 	n := hi - lo
-	if st.Done > n {
-		return fmt.Errorf("dmri: the partial state of shard %v covers %d voxels, the shard has %d", sh, st.Done, n)
+	if st.Done() > n {
+		return fmt.Errorf("dmri: the partial state of shard %v covers %d voxels, the shard has %d", sh, st.Done(), n)
 	}
 	st.Batches = nil
 	if progress != nil {
-		progress(st.Done)
+		progress(st.Done())
 	}
-	for st.Done < n {
+	for st.Done() < n {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		k := min(ft.set.BatchSize, n-st.Done)
-		b, err := ft.FitBatch(s, lo+st.Done, k)
+		k := min(ft.set.BatchSize, n-st.Done())
+		b, err := ft.FitBatch(s, lo+st.Done(), k)
 		if err != nil {
 			return err
 		}
-		b.Start = st.Done // records are numbered within the shard
+		b.Start = st.Done() // records are numbered within the shard
 		if err := st.Append(b); err != nil {
 			return err
 		}
 		if progress != nil {
-			progress(st.Done)
+			progress(st.Done())
 		}
 	}
 	return nil
@@ -197,8 +197,8 @@ func (ft *Fitter) FitShard(ctx context.Context, s *Scan, sh Shard, st *FitState,
 // CompleteShard closes st (which must cover all n voxels of the shard)
 // and renames it to the shard's part file.
 func CompleteShard(st *FitState, part string, n int) error {
-	if st.Done != n {
-		return fmt.Errorf("dmri: shard state %s covers %d of %d voxels", st.path, st.Done, n)
+	if st.Done() != n {
+		return fmt.Errorf("dmri: shard state %s covers %d of %d voxels", st.path, st.Done(), n)
 	}
 	if err := st.f.Close(); err != nil {
 		return fmt.Errorf("dmri: %s: %w", st.path, err)
@@ -232,12 +232,10 @@ func ReadShardPart(path string, key []byte, shape ResultShape, n int) ([]*Result
 	if !bytes.HasPrefix(data, head) {
 		return nil, fmt.Errorf("dmri: %s belongs to another fit (settings, network, scan or shard differ); rerun the shard", path)
 	}
-	st := &FitState{}
-	rf := &recordFile{path: path}
-	used := rf.decode(data[len(head):], st.codec(shape))
-	st.Done = rf.done
-	if st.Done != n || len(head)+used != len(data) {
-		return nil, fmt.Errorf("dmri: %s: damaged part: %d of %d voxels in complete records, %d trailing bytes; rerun the shard", path, st.Done, n, len(data)-len(head)-used)
+	st := &FitState{recordFile: &recordFile{path: path}}
+	used := st.decode(data[len(head):], st.codec(shape))
+	if st.Done() != n || len(head)+used != len(data) {
+		return nil, fmt.Errorf("dmri: %s: damaged part: %d of %d voxels in complete records, %d trailing bytes; rerun the shard", path, st.Done(), n, len(data)-len(head)-used)
 	}
 	return st.Batches, nil
 }

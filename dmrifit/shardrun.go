@@ -59,12 +59,12 @@ func (r *run) shard(ctx context.Context, fitter *Fitter, fitKey []byte) error {
 		return err
 	}
 	defer st.Close()
-	rec.Resumed = st.Done
+	rec.Resumed = st.Done()
 	if err := atomicfile.WriteJSON(sh.RecordPath(out), rec); err != nil {
 		return err
 	}
-	if st.Done > 0 {
-		r.logf("shard %v: voxels [%d, %d) of %d, continuing: %d already done", sh, lo, hi, total, st.Done)
+	if st.Done() > 0 {
+		r.logf("shard %v: voxels [%d, %d) of %d, continuing: %d already done", sh, lo, hi, total, st.Done())
 	} else {
 		r.logf("shard %v: voxels [%d, %d) of %d", sh, lo, hi, total)
 	}
@@ -72,7 +72,7 @@ func (r *run) shard(ctx context.Context, fitter *Fitter, fitKey []byte) error {
 	start, cpu := time.Now(), cpuSeconds()
 	bar := progress.Begin(nil, "", 0, 0)
 	if hi > lo {
-		bar = progress.Begin(r.cfg.Progress, "dmri fit shard "+sh.String(), hi-lo, st.Done)
+		bar = progress.Begin(r.cfg.Progress, "dmri fit shard "+sh.String(), hi-lo, st.Done())
 	}
 	err = fitter.FitShard(ctx, r.scan, sh, st, bar.Update)
 	bar.Finish()
