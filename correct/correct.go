@@ -610,6 +610,29 @@ func (c *Corrected) Draw(n int) (masks [][]bool, theta [][]float64) {
 	return DrawJoint(rand.New(rand.NewPCG(c.s1, c.s2)), c.ModelPosterior, c.Results, n)
 }
 
+// DrawWithin returns n joint samples from the corrected posterior
+// conditioned on the candidates m with keep[m] (their probabilities
+// renormalised), from the same stream as Draw. If the kept candidates
+// have no mass it draws from the whole posterior.
+func (c *Corrected) DrawWithin(keep []bool, n int) (masks [][]bool, theta [][]float64) {
+	mp := c.ModelPosterior
+	mp.Prob = make([]float64, len(c.Prob))
+	sum := 0.0
+	for m, q := range c.Prob {
+		if keep[m] {
+			mp.Prob[m] = q
+			sum += q
+		}
+	}
+	if !(sum > 0) {
+		return c.Draw(n)
+	}
+	for m := range mp.Prob {
+		mp.Prob[m] /= sum
+	}
+	return DrawJoint(rand.New(rand.NewPCG(c.s1, c.s2)), mp, c.Results, n)
+}
+
 // Best returns the index of the most probable candidate.
 func (c *Corrected) Best() int {
 	best := 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
@@ -70,6 +71,12 @@ type LaplaceOptions struct {
 	// number of them share one run, and the domain restriction of step 4
 	// applies to the active ones.
 	Exchangeable []int
+	// Starts is the number of draws (those of highest posterior density)
+	// the Newton search starts from; the highest mode found is kept
+	// (0 or 1: the best draw only). Several starts guard against a local
+	// mode when q's draws are broad, e.g. a second stick that Newton
+	// steps from the best draw alone pull onto the first.
+	Starts int
 }
 
 // laplaceDF is the degrees of freedom of the Laplace reference.
@@ -482,6 +489,41 @@ func runAllLaplace(p *posterior.Posterior, obs []posterior.Observation, cands fu
 	return nil
 }
 
+// findMode returns the highest of the modes that Newton steps reach from
+// the starts draws (full latent vectors) of highest density of t (at
+// least one), with the preconditioner there, or nil when no draw has a
+// finite density.
+func findMode(t *target, draws [][]float64, starts int) ([]float64, *precond) {
+	type start struct {
+		z []float64
+		l float64
+	}
+	d := len(t.idx)
+	all := make([]start, len(draws))
+	for i, th := range draws {
+		z := make([]float64, d)
+		for a, q := range t.idx {
+			z[a] = th[q]
+		}
+		all[i] = start{z, t.logProb(z, nil)}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].l > all[b].l })
+	var best []float64
+	var pc *precond
+	bestL := math.Inf(-1)
+	for i := range min(max(starts, 1), len(all)) {
+		if math.IsInf(all[i].l, -1) || math.IsNaN(all[i].l) {
+			break
+		}
+		z := all[i].z
+		p, l := newtonMode(t, z, all[i].l, newPrecond(t, z), make([]float64, d), make([]float64, d))
+		if best == nil || l > bestL {
+			best, bestL, pc = z, l, p
+		}
+	}
+	return best, pc
+}
+
 // laplaceModel corrects one observation under one (canonical) model,
 // starting the mode search from draws (full latent vectors).
 func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [][]float64, s Settings, rng *rand.Rand) Result {
@@ -499,24 +541,12 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 		return res
 	}
 	// 1. Mode.
-	var best []float64
-	bestL := math.Inf(-1)
-	for _, th := range draws {
-		z := make([]float64, d)
-		for a, q := range t.idx {
-			z[a] = th[q]
-		}
-		if l := t.logProb(z, nil); l > bestL || best == nil {
-			best, bestL = z, l
-		}
-	}
-	if math.IsInf(bestL, -1) {
+	best, pc := findMode(t, draws, s.Laplace.Starts)
+	if best == nil {
 		res.LogEvidence = math.Inf(-1)
 		res.judge(s)
 		return res
 	}
-	pc := newPrecond(t, best)
-	pc, _ = newtonMode(t, best, bestL, pc, make([]float64, d), make([]float64, d))
 	// 2. Chart: the axes of the active components, positions in z.
 	pos := map[int]int{}
 	for a, q := range t.idx {

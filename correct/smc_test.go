@@ -255,3 +255,38 @@ func TestModels(t *testing.T) {
 		t.Error("no finite evidence, not flagged")
 	}
 }
+
+// TestDrawWithin: conditioned on candidates 0 and 2 of three with
+// posterior probabilities 0.5, 0.3, 0.2, the draws come only from them,
+// candidate 0 with probability 0.5/0.7; with every candidate kept the
+// draws are Draw's, sample for sample.
+func TestDrawWithin(t *testing.T) {
+	var res []Result
+	for m := range 3 {
+		res = append(res, Result{Mask: lingauss.MaskFromIndex(m + 1), Theta: [][]float64{{float64(m)}}, LogW: []float64{0}})
+	}
+	c := Corrected{ModelPosterior: ModelPosterior{Masks: [][]bool{res[0].Mask, res[1].Mask, res[2].Mask}, Prob: []float64{0.5, 0.3, 0.2}}, Results: res, s1: 3, s2: 9}
+	const n = 4000
+	_, th := c.DrawWithin([]bool{true, false, true}, n)
+	k := 0
+	for _, x := range th {
+		switch x[0] {
+		case 0:
+			k++
+		case 1:
+			t.Fatal("drew candidate 1, which is not kept")
+		}
+	}
+	p := 0.5 / 0.7
+	// 4 binomial standard deviations: a false alarm once in ~16,000 seeds.
+	if sd := math.Sqrt(p * (1 - p) / n); math.Abs(float64(k)/n-p) > 4*sd {
+		t.Errorf("candidate 0 in %.3f of the draws, want %.3f ± %.3f", float64(k)/n, p, 4*sd)
+	}
+	_, all := c.DrawWithin([]bool{true, true, true}, 50)
+	_, ref := c.Draw(50)
+	for j := range ref {
+		if all[j][0] != ref[j][0] {
+			t.Fatalf("draw %d: %v with every candidate kept, %v from Draw", j, all[j][0], ref[j][0])
+		}
+	}
+}

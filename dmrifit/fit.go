@@ -40,9 +40,12 @@ type FitSettings struct {
 	// for bit (see Fitter.Fit).
 	BatchSize int `json:"batch_size"`
 	// Correct is the posterior correction (package correct): "" or "none",
-	// "is" or "smc". With a correction the model probabilities come from
-	// the corrected evidence of every model in the list and the joint
-	// samples from the corrected posteriors.
+	// "is", "smc", or CorrectAuto (the default of `dmri fit`): smc for
+	// ball-and-sticks families, none for the model-selection fit, which
+	// has no correction. With a correction the model probabilities come
+	// from the corrected evidence of every model in the list and the
+	// joint samples from the corrected posteriors. Run records the
+	// resolved method (ResolveCorrect).
 	Correct string `json:"correct,omitempty"`
 	// CorrectParticles is the number of particles of one SMC run (0: the
 	// default of DefaultCorrectSettings).
@@ -52,8 +55,8 @@ type FitSettings struct {
 	// drawn from q restricted to the models with the most probable number
 	// of sticks (argmax of nfibres_prob), so that the samples, mean_fN and
 	// dyadsN describe exactly the fibres nfibres_prob counts (issue 20;
-	// docs/dmri.md). With a correction the samples always come from the
-	// corrected mixture.
+	// docs/dmri.md); with a correction, from the corrected posterior
+	// restricted in the same way.
 	Mixture bool `json:"mixture,omitempty"`
 	// Refine is the number of independence Metropolis–Hastings steps
 	// that move each network sample towards the exact posterior of its
@@ -75,15 +78,38 @@ type FitSettings struct {
 // whose exact Jacobians cost more than the whole fit (docs/dmri.md), so it
 // is opt-in (ESSSamples > 0).
 func DefaultFitSettings() FitSettings {
-	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256, Refine: 3}
+	return FitSettings{Lambda: 0.3, Samples: 50, Steps: 8, Solver: "ab2", ESSSamples: 0, Seed: 1, BatchSize: 256, Refine: 3, Correct: CorrectAuto}
+}
+
+// CorrectAuto is the default correction: SMC with the Laplace start
+// for ball-and-sticks families, none for model-selection fits. Since
+// issue 20 the SMC is the default of `dmri fit`: at 32 particles it
+// costs less than the refined network fit (docs/benchmarks.md) and
+// its stick counts and second directions agree with the MCMC's where
+// the network's do not (docs/validation.md).
+const CorrectAuto = "auto"
+
+// ResolveCorrect returns s with CorrectAuto replaced by the method it
+// stands for: "smc" when ballAndSticks, else "none".
+func (s FitSettings) ResolveCorrect(ballAndSticks bool) FitSettings {
+	if s.Correct == CorrectAuto {
+		s.Correct = "none"
+		if ballAndSticks {
+			s.Correct = "smc"
+		}
+	}
+	if s.Correct == "smc" && s.CorrectParticles == 0 {
+		s.CorrectParticles = DefaultCorrectSettings(correct.SMC).Particles
+	}
+	return s
 }
 
 // OutputVersion identifies how FitBatch turns network samples into its
 // outputs; it changes when they change for the same settings and weights
 // (2: sticks aligned across samples and samples from the most probable
-// stick count, issue 20), so that `dmri fit` does not resume a partial
+// stick count, issue 20; 3: so also with a correction), so that `dmri fit` does not resume a partial
 // state written by an older version.
-const OutputVersion = 2
+const OutputVersion = 3
 
 // Validate checks the settings.
 func (s FitSettings) Validate() error {
@@ -103,8 +129,8 @@ func (s FitSettings) Validate() error {
 	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
 	}
-	if _, err := correct.ParseMethod(s.Correct); err != nil {
-		return fmt.Errorf("dmri: %w", err)
+	if _, err := correct.ParseMethod(s.Correct); err != nil && s.Correct != CorrectAuto {
+		return fmt.Errorf("dmri: %w (or %s)", err, CorrectAuto)
 	}
 	if _, err := posterior.ParseSolver(s.Solver); err != nil {
 		return fmt.Errorf("dmri: %w", err)
@@ -182,17 +208,22 @@ type Fitter struct {
 	class []string
 }
 
+// ModeSearchSteps caps the ODE steps of the draws of q that start the
+// SMC's mode search: Newton steps refine them, so rough draws do.
+const ModeSearchSteps = 4
+
 // DefaultCorrectSettings are the correction settings of `dmri fit
-// --correct`, sized for voxels. SMC: one run of 64 particles per stick
-// count from the Laplace approximation at the mode (laplaceSettings;
-// 8 draws of q start the mode search), 1 independence move and 1 MALA
-// move per tempering step. IS: 64 importance samples (each needs the ODE
-// log-density, 12 VJPs per step for b3s). A fit corrects the models of
+// --correct`, sized for voxels. SMC: one run of 32 particles per model
+// class from the Laplace approximation at the mode (laplaceSettings),
+// 1 independence move and 1 MALA move per tempering step; on the real
+// multi-shell slab 64 particles gave the same crossing-fibre table at
+// 1.5× the CPU (docs/validation.md, issue 20). IS: 64 importance
+// samples (each needs the ODE log-density, 12 VJPs per step for b3s). A fit corrects the models of
 // every class with q ≥ CorrectMinQ in every voxel (docs/posterior.md
 // gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
-	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 64, 1, 8, 256
+	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 32, 1, 8, 256
 	cs.Samples = 64
 	return cs
 }
@@ -213,6 +244,15 @@ func laplaceSettings(cs correct.Settings, l *family.Layout, sticks, exch []int) 
 		axes[k] = [2]int{b.Offset, b.Offset + 1}
 	}
 	cs.Laplace = &correct.LaplaceOptions{Axes: axes, Exchangeable: exch}
+	// The draws only start the mode search (the kernel start builds its
+	// reference from them and keeps 8): Newton steps from the best 2 of 4
+	// draws of ModeSearchSteps ODE steps. On the crossing phantom (UKB-like,
+	// SNR 40) the best of 2 draws from one start called a third stick in
+	// 9–25 % of two-fibre voxels (a local 2-stick mode lowers that model's
+	// evidence); 4 draws and 2 starts: 3–6 %, as with 8 draws of 8 steps
+	// (docs/validation.md, issue 20).
+	cs.Draws = 4
+	cs.Laplace.Starts = 2
 	// A log-evidence SE of 0.5 nats moves a voxel's model probabilities by
 	// about a factor e^±0.5; 64 particles give a median 0.21 on the slab's
 	// crossings (docs/validation.md), so the library's 0.1 would flag 91 %
@@ -228,6 +268,7 @@ func NewFitter(p *posterior.Posterior, s FitSettings) (*Fitter, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	s = s.ResolveCorrect(true)
 	f := p.Family()
 	ft := &Fitter{post: p, fam: f, set: s}
 	solver, _ := posterior.ParseSolver(s.Solver)
@@ -430,6 +471,10 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 	if ft.cs.Method != correct.None {
 		cs := ft.cs
 		cs.Sample = so
+		if cs.Laplace != nil {
+			// The draws of q only start the mode search.
+			cs.Sample.Steps = min(cs.Sample.Steps, ModeSearchSteps)
+		}
 		// Candidates: the models of the classes (the same compartments
 		// but for which sticks are on, modelClass) holding at least
 		// CorrectMinQ of the network's q(M | x, λ), and the most probable
@@ -461,7 +506,19 @@ func (ft *Fitter) FitBatch(s *Scan, start, n int) (*Result, error) {
 			for k, m := range pos[v] {
 				b.ModelProb[v*M+m] = float32(c.Prob[k])
 			}
-			masks[v], thetas[v] = c.Draw(S)
+			if ft.set.Mixture {
+				masks[v], thetas[v] = c.Draw(S)
+			} else {
+				// As without a correction: the samples come from the
+				// models with the most probable stick count, so that
+				// mean_fN and dyadsN describe the fibres nfibres_prob counts.
+				restricted := ft.countRestricted(b.ModelProb[v*M : (v+1)*M])
+				keep := make([]bool, len(pos[v]))
+				for k, m := range pos[v] {
+					keep[k] = restricted[m] > 0
+				}
+				masks[v], thetas[v] = c.DrawWithin(keep, S)
+			}
 			mapMasks[v] = ft.masks[pos[v][c.Best()]]
 			r := c.Results[c.Best()]
 			b.CorrESS[v], b.CorrSteps[v], b.CorrLogZSE[v] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)

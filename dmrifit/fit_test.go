@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/correct"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 )
 
@@ -274,5 +275,38 @@ func TestFitSettingsRefine(t *testing.T) {
 		if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "refinement") {
 			t.Errorf("refine %d, MALA %d: error %v", bad.Refine, bad.RefineMALA, err)
 		}
+	}
+}
+
+// TestResolveCorrect: the default correction is SMC (with its particle
+// count) for ball-and-sticks fits and none for model-selection fits;
+// explicit choices are kept; "auto" validates, unknown names do not.
+func TestResolveCorrect(t *testing.T) {
+	d := DefaultFitSettings()
+	if d.Correct != CorrectAuto {
+		t.Fatalf("default correction %q, want %q", d.Correct, CorrectAuto)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bs := d.ResolveCorrect(true)
+	if bs.Correct != "smc" || bs.CorrectParticles != DefaultCorrectSettings(correct.SMC).Particles {
+		t.Errorf("ball and sticks: %q with %d particles, want smc with %d", bs.Correct, bs.CorrectParticles, DefaultCorrectSettings(correct.SMC).Particles)
+	}
+	if sel := d.ResolveCorrect(false); sel.Correct != "none" || sel.CorrectParticles != 0 {
+		t.Errorf("model selection: %q with %d particles, want none", sel.Correct, sel.CorrectParticles)
+	}
+	d.Correct = "none"
+	if got := d.ResolveCorrect(true); got.Correct != "none" {
+		t.Errorf("explicit none became %q", got.Correct)
+	}
+	d.Correct = "smc"
+	d.CorrectParticles = 96
+	if got := d.ResolveCorrect(true); got.CorrectParticles != 96 {
+		t.Errorf("explicit 96 particles became %d", got.CorrectParticles)
+	}
+	d.Correct = "automatic"
+	if err := d.Validate(); err == nil {
+		t.Error("an unknown correction validated")
 	}
 }

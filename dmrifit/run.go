@@ -192,6 +192,7 @@ func Run(ctx context.Context, scan *Scan, post *posterior.Posterior, s FitSettin
 		timings[k] = v
 	}
 	cfg.Timings = timings
+	s = s.ResolveCorrect(BallAndSticks(post.Family()))
 	r := &run{cfg: cfg, scan: scan, post: post, set: s, start: cfg.Started}
 	if !BallAndSticks(post.Family()) {
 		if cfg.Shard != nil {

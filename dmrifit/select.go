@@ -67,6 +67,7 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	s = s.ResolveCorrect(false)
 	if s.Correct != "" && s.Correct != "none" {
 		return nil, fmt.Errorf("dmri: --correct is only available for ball-and-sticks families (b3s); %s is fitted without it", p.Family().Name())
 	}
