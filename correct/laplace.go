@@ -72,10 +72,12 @@ type LaplaceOptions struct {
 	// applies to the active ones.
 	Exchangeable []int
 	// Starts is the number of draws (those of highest posterior density)
-	// the Newton search starts from; the highest mode found is kept
-	// (0 or 1: the best draw only). Several starts guard against a local
-	// mode when q's draws are broad, e.g. a second stick that Newton
-	// steps from the best draw alone pull onto the first.
+	// the Newton search starts from in models with two or more active
+	// exchangeable components; the highest mode found is kept (0 or 1,
+	// and models with fewer exchangeable components: the best draw
+	// only). Several starts guard against a local mode when q's draws are
+	// broad, e.g. a second stick that Newton steps from the best draw
+	// alone leave short of its fibre.
 	Starts int
 }
 
@@ -540,8 +542,19 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 		res.judge(s)
 		return res
 	}
-	// 1. Mode.
-	best, pc := findMode(t, draws, s.Laplace.Starts)
+	// 1. Mode. Several starts only where a local mode is likely: with two
+	// or more exchangeable components active (one can settle on the
+	// other's direction).
+	starts, nexch := 1, 0
+	for _, k := range s.Laplace.Exchangeable {
+		if mask[k] {
+			nexch++
+		}
+	}
+	if nexch >= 2 {
+		starts = s.Laplace.Starts
+	}
+	best, pc := findMode(t, draws, starts)
 	if best == nil {
 		res.LogEvidence = math.Inf(-1)
 		res.judge(s)

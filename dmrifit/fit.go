@@ -83,10 +83,10 @@ func DefaultFitSettings() FitSettings {
 
 // CorrectAuto is the default correction: SMC with the Laplace start
 // for ball-and-sticks families, none for model-selection fits. Since
-// issue 20 the SMC is the default of `dmri fit`: at 32 particles it
-// costs less than the refined network fit (docs/benchmarks.md) and
-// its stick counts and second directions agree with the MCMC's where
-// the network's do not (docs/validation.md).
+// issue 20 the SMC is the default of `dmri fit`: at 24 particles it
+// costs under a fifth of `dmri mcmc`'s CPU on the real multi-shell slab
+// (docs/benchmarks.md), and its stick counts and second directions agree
+// with the MCMC's where the network's do not (docs/validation.md).
 const CorrectAuto = "auto"
 
 // ResolveCorrect returns s with CorrectAuto replaced by the method it
@@ -213,17 +213,17 @@ type Fitter struct {
 const ModeSearchSteps = 4
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
-// --correct`, sized for voxels. SMC: one run of 32 particles per model
+// --correct`, sized for voxels. SMC: one run of 24 particles per model
 // class from the Laplace approximation at the mode (laplaceSettings),
 // 1 independence move and 1 MALA move per tempering step; on the real
-// multi-shell slab 64 particles gave the same crossing-fibre table at
-// 1.5× the CPU (docs/validation.md, issue 20). IS: 64 importance
+// multi-shell slab and the crossing phantom 32 and 64 particles gave the
+// same tables at more CPU (docs/validation.md, issue 20). IS: 64 importance
 // samples (each needs the ODE log-density, 12 VJPs per step for b3s). A fit corrects the models of
 // every class with q ≥ CorrectMinQ in every voxel (docs/posterior.md
 // gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
-	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 32, 1, 8, 256
+	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 24, 1, 8, 256
 	cs.Samples = 64
 	return cs
 }
@@ -254,9 +254,10 @@ func laplaceSettings(cs correct.Settings, l *family.Layout, sticks, exch []int) 
 	cs.Draws = 4
 	cs.Laplace.Starts = 2
 	// A log-evidence SE of 0.5 nats moves a voxel's model probabilities by
-	// about a factor e^±0.5; 64 particles give a median 0.21 on the slab's
-	// crossings (docs/validation.md), so the library's 0.1 would flag 91 %
-	// of them. The SE itself is in the correct_logz_se map.
+	// about a factor e^±0.5; 24 particles give a median 0.23 on the whole
+	// slab (64: 0.21 on its crossings; docs/validation.md), so the
+	// library's 0.1 would flag most voxels. The SE itself is in the
+	// correct_logz_se map.
 	cs.MaxLogEvidenceSE = 0.5
 	return cs
 }
