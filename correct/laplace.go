@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
@@ -94,7 +95,21 @@ type LaplaceOptions struct {
 	// the mode's sign of every active one and the evidence multiplied by
 	// 2 for each; they must not be part of an axis.
 	Signs []int
+	// Starts is the number of draws of q the mode search starts from, the
+	// best by log γ first (each a Newton search of up to
+	// laplaceStartIters steps, the best end point kept); 0 or 1: one
+	// search of up to newtonIters steps from the best draw. Several
+	// starts find the global mode where q is far from the posterior (an
+	// untrained network's draws are nearly the prior's) and the
+	// likelihood has local modes (a stick's direction, which
+	// compartment takes which diffusivity).
+	Starts int
 }
+
+// laplaceStartIters bounds the Newton steps of each of several starts
+// (LaplaceOptions.Starts): from a prior-like draw the search needs more
+// than the newtonIters of a start near the mode.
+const laplaceStartIters = 4 * newtonIters
 
 // groups returns Exchangeable and Groups together (the sets with ≥ 2
 // components).
@@ -627,8 +642,13 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 		res.judge(s)
 		return res
 	}
-	pc := newPrecond(t, best)
-	pc, _ = newtonMode(t, best, bestL, pc, make([]float64, d), make([]float64, d))
+	var pc *precond
+	if s.Laplace.Starts > 1 {
+		best, pc = multiStartMode(t, draws, s.Laplace.Starts)
+	} else {
+		pc = newPrecond(t, best)
+		pc, _ = newtonMode(t, best, bestL, pc, make([]float64, d), make([]float64, d))
+	}
 	// 2. Chart: the axes of the active components, positions in z.
 	pos := map[int]int{}
 	for a, q := range t.idx {
@@ -749,4 +769,50 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 	res.SMCLogEvidenceSE = res.LogEvidenceSE
 	res.judge(s)
 	return res
+}
+
+// multiStartMode runs the Newton search (up to laplaceStartIters steps)
+// from each of the n best draws (full latent vectors, best by log γ
+// first) and returns the end point with the highest log γ and its
+// preconditioner.
+func multiStartMode(t *target, draws [][]float64, n int) ([]float64, *precond) {
+	d := len(t.idx)
+	type start struct {
+		z []float64
+		l float64
+	}
+	var starts []start
+	for _, th := range draws {
+		z := make([]float64, d)
+		for a, q := range t.idx {
+			z[a] = th[q]
+		}
+		if l := t.logProb(z, nil); !math.IsInf(l, -1) {
+			starts = append(starts, start{z, l})
+		}
+	}
+	sort.SliceStable(starts, func(a, b int) bool { return starts[a].l > starts[b].l })
+	var (
+		best   []float64
+		bestPC *precond
+		bestL  = math.Inf(-1)
+	)
+	gp, tmp := make([]float64, d), make([]float64, d)
+	for _, st := range starts[:min(n, len(starts))] {
+		pc := newPrecond(t, st.z)
+		l := st.l
+		for range laplaceStartIters / newtonIters {
+			var l2 float64
+			pc, l2 = newtonMode(t, st.z, l, pc, gp, tmp)
+			done := l2 <= l+newtonTol
+			l = l2
+			if done {
+				break
+			}
+		}
+		if l > bestL || best == nil {
+			best, bestPC, bestL = st.z, pc, l
+		}
+	}
+	return best, bestPC
 }

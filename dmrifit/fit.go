@@ -47,6 +47,11 @@ type FitSettings struct {
 	// CorrectParticles is the number of particles of one SMC run (0: the
 	// default of DefaultCorrectSettings).
 	CorrectParticles int `json:"correct_particles,omitempty"`
+	// CorrectAlways (model-selection fits with a correction): the models
+	// with at most this many active compartments are corrected in every
+	// voxel besides the classes the network gives ≥ CorrectMinQ (0: only
+	// those; docs/dmri.md).
+	CorrectAlways int `json:"correct_always,omitempty"`
 	// Mixture draws the joint samples' models from the whole q(M | x, λ)
 	// (model averaging over fibre counts). By default (false) they are
 	// drawn from q restricted to the models with the most probable number
@@ -102,6 +107,8 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d refinement jumps and %d MALA steps, want ≥ 0", s.Refine, s.RefineMALA)
 	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
+	case s.CorrectAlways < 0:
+		return fmt.Errorf("dmri: --correct-always %d, want ≥ 0", s.CorrectAlways)
 	}
 	if _, err := correct.ParseMethod(s.Correct); err != nil {
 		return fmt.Errorf("dmri: %w", err)
