@@ -435,6 +435,10 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	r.info.Settings = settings
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
+	if c := correctKey(s.Correct); c != "" {
+		r.logf("--correct %s: %d particles per model class, classes with q ≥ %v and the MAP model's, and every model of ≤ %d compartments (--correct-always)",
+			c, ft.cs.Particles, CorrectMinQ, s.CorrectAlways)
+	}
 
 	all, writeStart, err := fitAndWrite(r, resumed,
 		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, a, st, progress) },
