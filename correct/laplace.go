@@ -40,6 +40,13 @@ import (
 //     Σ_i |v_i·u_i|, than under any permutation. Every orbit of the
 //     relabellings meets D once (up to ties, of measure zero), so
 //     p(x | M) = k! ∫_D γ, exactly, whether or not the copies overlap.
+//     Several groups of exchangeable components (sticks, zeppelins,
+//     tensors) multiply: D matches each group separately and the factor
+//     is Π_g k_g!; components without an axis (tensors) are matched by
+//     the distance of a key (LaplaceOptions.Key, e.g. the tensor D)
+//     instead of |v·u|. Reflections of single latents (LaplaceOptions.Signs,
+//     the sign of each column of a tensor's Cholesky factor) restrict D
+//     further to the mode's signs, a factor 2 each.
 //  5. SMC. runSMC from the reference to γ·1_D: adaptive tempering by the
 //     conditional ESS, multinomial resampling, and per step laplaceJumps
 //     independence moves from the reference (accepted with probability
@@ -47,7 +54,7 @@ import (
 //     cost of one likelihood) and s.Moves MALA moves. With a good Laplace
 //     fit the first step reaches β = 1: importance sampling from the
 //     reference followed by moves.
-//  6. Evidence. Ẑ = k! × the SMC's product of mean incremental weights;
+//  6. Evidence. Ẑ = k! (all factors of step 4) × the SMC's product of mean incremental weights;
 //     its standard error from the run itself (lwRelVar, Lee & Whiteley's
 //     estimator from the particles' initial ancestors; without resampling
 //     it is the importance sampler's delta-method SE).
@@ -65,20 +72,55 @@ type LaplaceOptions struct {
 	// theta, phi); components without one are absent.
 	Axes map[int][2]int
 	// Exchangeable lists components whose labels do not matter (as
-	// RefineSettings.Exchangeable); each must have an axis. Candidate
+	// RefineSettings.Exchangeable); each must have an axis or a Key. Candidate
 	// masks are first relabelled to their canonical representative (the
 	// active exchangeable components first), so that masks with the same
 	// number of them share one run, and the domain restriction of step 4
 	// applies to the active ones.
 	Exchangeable []int
-	// Starts is the number of draws (those of highest posterior density)
-	// the Newton search starts from in models with two or more active
-	// exchangeable components; the highest mode found is kept (0 or 1,
-	// and models with fewer exchangeable components: the best draw
-	// only). Several starts guard against a local mode when q's draws are
-	// broad, e.g. a second stick that Newton steps from the best draw
-	// alone leave short of its fibre.
+	// Groups are further sets of exchangeable components (e.g. a family's
+	// sticks, its zeppelins and its tensors), handled as Exchangeable;
+	// components of a group without an axis need Key.
+	Groups [][]int
+	// Key, for exchangeable components without an axis, maps component
+	// k's latent block to a point of ℝⁿ that identifies its value up to
+	// the component's own symmetries (e.g. a tensor's D, whatever the
+	// signs of its Cholesky columns); the relabelling domain compares
+	// such components by the distance of their keys.
+	Key func(k int, block []float64) []float64
+	// Signs are full-latent indices whose sign is a symmetry of the
+	// model: flipping it (with whatever else the family flips with it)
+	// leaves likelihood and prior unchanged, as the sign of a column of a
+	// tensor's Cholesky factor L leaves L·Lᵀ. The target is restricted to
+	// the mode's sign of every active one and the evidence multiplied by
+	// 2 for each; they must not be part of an axis.
+	Signs []int
+	// Starts is the number of draws of q the mode search starts from, the
+	// best by log γ first (each a Newton search of up to
+	// laplaceStartIters steps, the best end point kept); 0 or 1: one
+	// search of up to newtonIters steps from the best draw. Several
+	// starts find the global mode where q is far from the posterior (an
+	// untrained network's draws are nearly the prior's) and the
+	// likelihood has local modes (a stick's direction, which
+	// compartment takes which diffusivity).
 	Starts int
+}
+
+// laplaceStartIters bounds the Newton steps of each of several starts
+// (LaplaceOptions.Starts): from a prior-like draw the search needs more
+// than the newtonIters of a start near the mode.
+const laplaceStartIters = 4 * newtonIters
+
+// groups returns Exchangeable and Groups together (the sets with ≥ 2
+// components).
+func (lo *LaplaceOptions) groups() [][]int {
+	var out [][]int
+	for _, g := range append([][]int{lo.Exchangeable}, lo.Groups...) {
+		if len(g) > 1 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // laplaceDF is the degrees of freedom of the Laplace reference.
@@ -366,48 +408,121 @@ func permutations(k int) [][]int {
 	return out
 }
 
+// relabelItem is one exchangeable component in the coordinates z of a
+// run: its axis (positions a1, a2 of its hemisphere latents) or, for a
+// component without one, its latent block z[lo:hi] and the key that
+// identifies its value up to its own symmetries (LaplaceOptions.Key).
+type relabelItem struct {
+	axis   bool
+	a1, a2 int
+	lo, hi int
+	key    func(block []float64) []float64
+}
+
+// value is the item's value at z: its direction for an axis, else its key.
+func (it relabelItem) value(z []float64) []float64 {
+	if it.axis {
+		v := hemiDir(z[it.a1], z[it.a2])
+		return v[:]
+	}
+	return it.key(z[it.lo:it.hi])
+}
+
+// score is the similarity of an item's value v to the mode's value ref:
+// |v·u| for an axis, the negative squared distance of the keys otherwise.
+func (it relabelItem) score(v, ref []float64) float64 {
+	if it.axis {
+		return math.Abs(v[0]*ref[0] + v[1]*ref[1] + v[2]*ref[2])
+	}
+	s := 0.0
+	for i := range v {
+		d := v[i] - ref[i]
+		s -= d * d
+	}
+	return s
+}
+
 // relabelDomain returns the indicator of the fundamental domain D of the
-// relabellings of the axes at positions pos (step 4) and log k!.
-func relabelDomain(pos [][2]int, z0 []float64) (func(z []float64) bool, float64) {
-	k := len(pos)
-	if k < 2 {
+// relabellings within each group of exchangeable items (step 4) and
+// Σ log k_g! (nil and 0 when no group has two items). A point is in D
+// when, in every group, the identity assignment of its items to the
+// mode's matches them at least as well (score) as any permutation: the
+// relabellings of a group permute its items' values, so every orbit
+// meets D once, up to ties of measure zero.
+func relabelDomain(groups [][]relabelItem, z0 []float64) (func(z []float64) bool, float64) {
+	type grp struct {
+		items []relabelItem
+		ref   [][]float64
+		perms [][]int
+		s     [][]float64 // scores of item i against the mode's item j (one domain per goroutine: runAllLaplace builds one per run)
+	}
+	var gs []grp
+	logK := 0.0
+	for _, items := range groups {
+		k := len(items)
+		if k < 2 {
+			continue
+		}
+		g := grp{items: items, perms: permutations(k), s: make([][]float64, k)}
+		for i, it := range items {
+			g.ref = append(g.ref, it.value(z0))
+			g.s[i] = make([]float64, k)
+		}
+		for i := 2; i <= k; i++ {
+			logK += math.Log(float64(i))
+		}
+		gs = append(gs, g)
+	}
+	if len(gs) == 0 {
 		return nil, 0
 	}
-	u := make([][3]float64, k)
-	for i, p := range pos {
-		u[i] = hemiDir(z0[p[0]], z0[p[1]])
-	}
-	perms := permutations(k)
-	logK := 0.0
-	for i := 2; i <= k; i++ {
-		logK += math.Log(float64(i))
-	}
-	s := make([][]float64, k) // |v_i·u_j| (one domain per goroutine: runAllLaplace builds one per run)
-	for i := range s {
-		s[i] = make([]float64, k)
-	}
 	return func(z []float64) bool {
-		for i, p := range pos {
-			v := hemiDir(z[p[0]], z[p[1]])
-			for j := range k {
-				s[i][j] = math.Abs(dot3(v, u[j]))
+		for _, g := range gs {
+			k := len(g.items)
+			for i, it := range g.items {
+				v := it.value(z)
+				for j := range k {
+					g.s[i][j] = it.score(v, g.ref[j])
+				}
 			}
-		}
-		id := 0.0
-		for i := range k {
-			id += s[i][i]
-		}
-		for _, p := range perms {
-			sc := 0.0
-			for i, j := range p {
-				sc += s[i][j]
+			id := 0.0
+			for i := range k {
+				id += g.s[i][i]
 			}
-			if sc > id {
-				return false
+			for _, p := range g.perms {
+				sc := 0.0
+				for i, j := range p {
+					sc += g.s[i][j]
+				}
+				if sc > id {
+					return false
+				}
 			}
 		}
 		return true
 	}, logK
+}
+
+// signDomain returns the indicator of the points whose latents at
+// positions pos have the signs of z0's (a fundamental domain of the
+// reflections of LaplaceOptions.Signs) and its log multiplicity
+// len(pos)·log 2 (nil and 0 without any).
+func signDomain(pos []int, z0 []float64) (func(z []float64) bool, float64) {
+	if len(pos) == 0 {
+		return nil, 0
+	}
+	neg := make([]bool, len(pos))
+	for i, a := range pos {
+		neg[i] = z0[a] < 0
+	}
+	return func(z []float64) bool {
+		for i, a := range pos {
+			if (z[a] < 0) != neg[i] {
+				return false
+			}
+		}
+		return true
+	}, float64(len(pos)) * math.Ln2
 }
 
 // canonicalMask returns mask with its active exchangeable components
@@ -433,9 +548,12 @@ func canonicalMask(mask []bool, exch []int) []bool {
 // one).
 func runAllLaplace(p *posterior.Posterior, obs []posterior.Observation, cands func(int) [][]bool, s Settings, out [][]Result) error {
 	lo := s.Laplace
-	for _, k := range lo.Exchangeable {
-		if _, ok := lo.Axes[k]; !ok {
-			return fmt.Errorf("correct: exchangeable component %d has no axis", k)
+	groups0 := lo.groups()
+	for _, g := range groups0 {
+		for _, k := range g {
+			if _, ok := lo.Axes[k]; !ok && lo.Key == nil {
+				return fmt.Errorf("correct: exchangeable component %d has neither an axis nor a key", k)
+			}
 		}
 	}
 	groups := make([][][]bool, len(obs)) // canonical masks per observation
@@ -445,8 +563,8 @@ func runAllLaplace(p *posterior.Posterior, obs []posterior.Observation, cands fu
 		seen := map[string]int{}
 		for _, m := range cands(i) {
 			cm := m
-			if len(lo.Exchangeable) > 1 {
-				cm = canonicalMask(m, lo.Exchangeable)
+			for _, g := range groups0 {
+				cm = canonicalMask(cm, g)
 			}
 			key := family.MaskString(cm)
 			g, ok := seen[key]
@@ -491,39 +609,59 @@ func runAllLaplace(p *posterior.Posterior, obs []posterior.Observation, cands fu
 	return nil
 }
 
-// findMode returns the highest of the modes that Newton steps reach from
-// the starts draws (full latent vectors) of highest density of t (at
-// least one), with the preconditioner there, or nil when no draw has a
-// finite density.
+// findMode returns the mode that the Newton search reaches from draws
+// (full latent vectors) and the preconditioner there, or nil when no draw
+// has a finite density. With starts ≤ 1 it is one search of up to
+// newtonIters steps from the draw of highest density; with more, a
+// search of up to laplaceStartIters steps from each of the starts best
+// draws, keeping the highest end point (LaplaceOptions.Starts).
 func findMode(t *target, draws [][]float64, starts int) ([]float64, *precond) {
 	type start struct {
 		z []float64
 		l float64
 	}
 	d := len(t.idx)
-	all := make([]start, len(draws))
-	for i, th := range draws {
+	var all []start
+	for _, th := range draws {
 		z := make([]float64, d)
 		for a, q := range t.idx {
 			z[a] = th[q]
 		}
-		all[i] = start{z, t.logProb(z, nil)}
+		if l := t.logProb(z, nil); !math.IsInf(l, -1) && !math.IsNaN(l) {
+			all = append(all, start{z, l})
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].l > all[b].l })
-	var best []float64
-	var pc *precond
-	bestL := math.Inf(-1)
-	for i := range min(max(starts, 1), len(all)) {
-		if math.IsInf(all[i].l, -1) || math.IsNaN(all[i].l) {
-			break
+	gp, tmp := make([]float64, d), make([]float64, d)
+	if starts <= 1 {
+		pc, _ := newtonMode(t, all[0].z, all[0].l, newPrecond(t, all[0].z), gp, tmp)
+		return all[0].z, pc
+	}
+	var (
+		best   []float64
+		bestPC *precond
+		bestL  = math.Inf(-1)
+	)
+	for _, st := range all[:min(starts, len(all))] {
+		pc := newPrecond(t, st.z)
+		l := st.l
+		for range laplaceStartIters / newtonIters {
+			var l2 float64
+			pc, l2 = newtonMode(t, st.z, l, pc, gp, tmp)
+			done := l2 <= l+newtonTol
+			l = l2
+			if done {
+				break
+			}
 		}
-		z := all[i].z
-		p, l := newtonMode(t, z, all[i].l, newPrecond(t, z), make([]float64, d), make([]float64, d))
 		if best == nil || l > bestL {
-			best, bestL, pc = z, l, p
+			best, bestPC, bestL = st.z, pc, l
 		}
 	}
-	return best, pc
+	return best, bestPC
 }
 
 // laplaceModel corrects one observation under one (canonical) model,
@@ -542,19 +680,8 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 		res.judge(s)
 		return res
 	}
-	// 1. Mode. Several starts only where a local mode is likely: with two
-	// or more exchangeable components active (one can settle on the
-	// other's direction).
-	starts, nexch := 1, 0
-	for _, k := range s.Laplace.Exchangeable {
-		if mask[k] {
-			nexch++
-		}
-	}
-	if nexch >= 2 {
-		starts = s.Laplace.Starts
-	}
-	best, pc := findMode(t, draws, starts)
+	// 1. Mode.
+	best, pc := findMode(t, draws, s.Laplace.Starts)
 	if best == nil {
 		res.LogEvidence = math.Inf(-1)
 		res.judge(s)
@@ -565,11 +692,7 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 	for a, q := range t.idx {
 		pos[q] = a
 	}
-	var axes, exch [][2]int
-	isExch := map[int]bool{}
-	for _, k := range s.Laplace.Exchangeable {
-		isExch[k] = true
-	}
+	var axes [][2]int
 	for k := range mask {
 		ax, ok := s.Laplace.Axes[k]
 		if !ok || !mask[k] {
@@ -581,8 +704,28 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 			continue
 		}
 		axes = append(axes, [2]int{a1, a2})
-		if isExch[k] {
-			exch = append(exch, [2]int{a1, a2})
+	}
+	var items [][]relabelItem
+	for _, g := range s.Laplace.groups() {
+		var its []relabelItem
+		for _, k := range g {
+			if !mask[k] {
+				continue
+			}
+			if ax, ok := s.Laplace.Axes[k]; ok {
+				its = append(its, relabelItem{axis: true, a1: pos[ax[0]], a2: pos[ax[1]]})
+				continue
+			}
+			b := lay.Blocks[k]
+			key := s.Laplace.Key
+			its = append(its, relabelItem{lo: pos[b.Offset], hi: pos[b.Offset] + b.Size, key: func(z []float64) []float64 { return key(k, z) }})
+		}
+		items = append(items, its)
+	}
+	var signs []int
+	for _, q := range s.Laplace.Signs {
+		if a, ok := pos[q]; ok {
+			signs = append(signs, a)
 		}
 	}
 	c := newChart(d, axes, best)
@@ -629,8 +772,17 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 	cov, covW := sandwich(jac, sig, d), sandwich(jac, sigW, d)
 	ref := newLaplaceRef(c, mu, cov, covW)
 	// 4. Symmetry.
-	var logK float64
-	t.inside, logK = relabelDomain(exch, best)
+	inRelabel, logK := relabelDomain(items, best)
+	inSign, logS := signDomain(signs, best)
+	logK += logS
+	switch {
+	case inRelabel != nil && inSign != nil:
+		t.inside = func(z []float64) bool { return inSign(z) && inRelabel(z) }
+	case inRelabel != nil:
+		t.inside = inRelabel
+	default:
+		t.inside = inSign
+	}
 	// 5. SMC.
 	s.jumps, s.multinomial = laplaceJumps, true
 	run := runSMC(t, ref, s, rng)

@@ -50,6 +50,11 @@ type FitSettings struct {
 	// CorrectParticles is the number of particles of one SMC run (0: the
 	// default of DefaultCorrectSettings).
 	CorrectParticles int `json:"correct_particles,omitempty"`
+	// CorrectAlways (model-selection fits with a correction): the models
+	// with at most this many active compartments are corrected in every
+	// voxel besides the classes the network gives ≥ CorrectMinQ (0: only
+	// those; docs/dmri.md).
+	CorrectAlways int `json:"correct_always,omitempty"`
 	// Mixture draws the joint samples' models from the whole q(M | x, λ)
 	// (model averaging over fibre counts). By default (false) they are
 	// drawn from q restricted to the models with the most probable number
@@ -90,7 +95,9 @@ func DefaultFitSettings() FitSettings {
 const CorrectAuto = "auto"
 
 // ResolveCorrect returns s with CorrectAuto replaced by the method it
-// stands for: "smc" when ballAndSticks, else "none".
+// stands for ("smc" when ballAndSticks, else "none") and, for SMC, a
+// zero CorrectParticles by the path's default (DefaultCorrectSettings;
+// SelectParticles for model-selection fits).
 func (s FitSettings) ResolveCorrect(ballAndSticks bool) FitSettings {
 	if s.Correct == CorrectAuto {
 		s.Correct = "none"
@@ -100,6 +107,9 @@ func (s FitSettings) ResolveCorrect(ballAndSticks bool) FitSettings {
 	}
 	if s.Correct == "smc" && s.CorrectParticles == 0 {
 		s.CorrectParticles = DefaultCorrectSettings(correct.SMC).Particles
+		if !ballAndSticks {
+			s.CorrectParticles = SelectParticles
+		}
 	}
 	return s
 }
@@ -128,6 +138,8 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d refinement jumps and %d MALA steps, want ≥ 0", s.Refine, s.RefineMALA)
 	case s.CorrectParticles < 0 || s.CorrectParticles == 1:
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
+	case s.CorrectAlways < 0:
+		return fmt.Errorf("dmri: --correct-always %d, want ≥ 0", s.CorrectAlways)
 	}
 	if _, err := correct.ParseMethod(s.Correct); err != nil && s.Correct != CorrectAuto {
 		return fmt.Errorf("dmri: %w (or %s)", err, CorrectAuto)

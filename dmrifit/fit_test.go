@@ -296,6 +296,10 @@ func TestResolveCorrect(t *testing.T) {
 	if sel := d.ResolveCorrect(false); sel.Correct != "none" || sel.CorrectParticles != 0 {
 		t.Errorf("model selection: %q with %d particles, want none", sel.Correct, sel.CorrectParticles)
 	}
+	d.Correct = "smc"
+	if sel := d.ResolveCorrect(false); sel.CorrectParticles != SelectParticles {
+		t.Errorf("model selection with smc: %d particles, want %d", sel.CorrectParticles, SelectParticles)
+	}
 	d.Correct = "none"
 	if got := d.ResolveCorrect(true); got.Correct != "none" {
 		t.Errorf("explicit none became %q", got.Correct)

@@ -194,13 +194,30 @@ type PhantomResult struct {
 	MeanProb float64 `json:"mean_prob_true_class"`
 	// Predicted counts the most probable class over all signatures.
 	Predicted map[string]int `json:"predicted"`
+	// With a correction: the voxels whose correction failed its
+	// diagnostics and the mean number of model classes corrected.
+	CorrectFailed  int     `json:"correct_failed,omitempty"`
+	CorrectClasses float64 `json:"mean_correct_classes,omitempty"`
 }
 
 // SelectionPhantom simulates perClass voxels of every phantom class on
 // design d at snr and classifies them with the network's model posterior
-// q(M | x, λ) over the family's model list, summed per signature.
-func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr, lambda float64, seed uint64) ([]PhantomResult, error) {
+// q(M | x, λ) over the family's model list, summed per signature. With
+// fit (nil for none) naming a correction (FitSettings.Correct), the
+// model posterior is the corrected one of a `dmri fit` with those
+// settings (SelectFitter; fit.Lambda is replaced by lambda), the voxels
+// of class i taking the random streams of scan voxels i·perClass, ….
+func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr, lambda float64, seed uint64, fit *FitSettings) ([]PhantomResult, error) {
 	f := p.Family()
+	var ft *SelectFitter
+	if fit != nil && correctKey(fit.Correct) != "" {
+		s := *fit
+		s.Lambda = lambda
+		var err error
+		if ft, err = NewSelectFitter(p, s); err != nil {
+			return nil, err
+		}
+	}
 	classes := family.ComponentClasses(f)
 	models, err := ModelList(f, lambda)
 	if err != nil {
@@ -220,7 +237,7 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 		}
 	}
 	var out []PhantomResult
-	for _, c := range PhantomClasses {
+	for ci, c := range PhantomClasses {
 		x, err := PhantomVoxels(c, d, perClass, snr, seed)
 		if err != nil {
 			return nil, err
@@ -234,21 +251,47 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 			return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
 		}
 		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
+		var probs [][]float32
+		if ft != nil {
+			probs = make([][]float32, perClass)
+			for v := range probs {
+				probs[v] = make([]float32, len(models))
+				normalise(lq[v], probs[v])
+			}
+			a := ft.newSelection(perClass, d.N)
+			so := ft.so
+			so.Options = posterior.Options{Seed: ft.set.Seed, Offset: uint64(ci * perClass)}
+			if _, _, err := ft.correctBatch(obs, so, probs, a, 0); err != nil {
+				return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
+			}
+			for v := range perClass {
+				if a.CorrFailed[v] == 1 {
+					res.CorrectFailed++
+				}
+				res.CorrectClasses += float64(a.CorrClasses[v]) / float64(perClass)
+			}
+		}
 		for v := range obs {
-			// Signature probabilities in float64 (log-sum-exp over models).
-			mx := math.Inf(-1)
-			for _, l := range lq[v] {
-				mx = math.Max(mx, l)
-			}
 			ps := map[string]float64{}
-			var z float64
-			for m, s := range sig {
-				w := math.Exp(lq[v][m] - mx)
-				ps[s] += w
-				z += w
-			}
-			for s := range ps {
-				ps[s] /= z
+			if probs != nil {
+				for m, s := range sig {
+					ps[s] += float64(probs[v][m])
+				}
+			} else {
+				// Signature probabilities in float64 (log-sum-exp over models).
+				mx := math.Inf(-1)
+				for _, l := range lq[v] {
+					mx = math.Max(mx, l)
+				}
+				var z float64
+				for m, s := range sig {
+					w := math.Exp(lq[v][m] - mx)
+					ps[s] += w
+					z += w
+				}
+				for s := range ps {
+					ps[s] /= z
+				}
 			}
 			best := ""
 			for s, v := range ps {

@@ -83,7 +83,7 @@ func TestPhantomNoise(t *testing.T) {
 func TestSelectionPhantomCounts(t *testing.T) {
 	d := synthDesign(rand.New(rand.NewPCG(9, 9)))
 	net := smallBSZT(t)
-	res, err := SelectionPhantom(posterior.New(net), d, 6, 40, 0.3, 1)
+	res, err := SelectionPhantom(posterior.New(net), d, 6, 40, 0.3, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestSelectionPhantomCounts(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
-	if _, err := SelectionPhantom(randomB3S(t), d, 2, 40, 0.3, 1); err == nil || !strings.Contains(err.Error(), "phantom class") {
+	if _, err := SelectionPhantom(randomB3S(t), d, 2, 40, 0.3, 1, nil); err == nil || !strings.Contains(err.Error(), "phantom class") {
 		t.Errorf("b3s: %v", err)
 	}
 }

@@ -99,6 +99,7 @@ type stateKey struct {
 	Voxels     int     `json:"voxels"`
 	Correct    string  `json:"correct,omitempty"`
 	Particles  int     `json:"correct_particles,omitempty"`
+	Always     int     `json:"correct_always,omitempty"`
 	Mixture    bool    `json:"mixture,omitempty"`
 	Refine     int     `json:"refine,omitempty"`
 	RefineMALA int     `json:"refine_mala,omitempty"`
@@ -113,7 +114,7 @@ func StateKey(s FitSettings, weights string, scan *Scan) ([]byte, error) {
 	k := stateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver, ESSSamples: s.ESSSamples, Seed: s.Seed,
 		Weights: weights, Data: scan.Hash(), Voxels: len(scan.Voxels), Mixture: s.Mixture, Refine: s.Refine, RefineMALA: s.RefineMALA, Output: OutputVersion}
 	if c := correctKey(s.Correct); c != "" {
-		k.Correct, k.Particles = c, s.CorrectParticles
+		k.Correct, k.Particles, k.Always = c, s.CorrectParticles, s.CorrectAlways
 	}
 	return json.Marshal(k)
 }
@@ -399,6 +400,12 @@ type selectionRecord struct {
 	*RunInfo
 	massSummary
 	MedianPPRMSE float64 `json:"median_pp_rmse"`
+	// With a correction, as fitRecord's, and the mean number of model
+	// classes corrected per voxel.
+	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
+	MedianCorrectESS    float64 `json:"median_correct_ess,omitempty"`
+	MedianCorrectLogZSE float64 `json:"median_correct_logz_se,omitempty"`
+	MeanCorrectClasses  float64 `json:"mean_correct_classes,omitempty"`
 }
 
 // selection is Run for a dMRI family that is not ball-and-sticks: the
@@ -429,6 +436,10 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	r.info.Settings = settings
 	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
 		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
+	if c := correctKey(s.Correct); c != "" {
+		r.logf("--correct %s: %d particles per model class, classes with q ≥ %v and the MAP model's, and every model of ≤ %d compartments (--correct-always)",
+			c, ft.cs.Particles, CorrectMinQ, s.CorrectAlways)
+	}
 
 	all, writeStart, err := fitAndWrite(r, resumed,
 		func(progress func(int)) (*Selection, error) { return ft.Fit(ctx, scan, a, st, progress) },
@@ -437,6 +448,20 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 		return nil, err
 	}
 	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
+	if all.CorrFailed != nil {
+		failed := 0
+		for _, f := range all.CorrFailed {
+			if f == 1 {
+				failed++
+			}
+		}
+		rec.CorrectFailedVoxels = &failed
+		rec.MedianCorrectESS, rec.MedianCorrectLogZSE = medianF32(all.CorrESS), medianF32(all.CorrLogZSE)
+		rec.MeanCorrectClasses = meanF32(all.CorrClasses)
+		if failed > 0 {
+			r.logf("--correct %s failed its diagnostics in %d of %d voxels (correct_failed map)", s.Correct, failed, nv)
+		}
+	}
 	if err := r.finish(rec, writeStart, nv-resumed, st.recordFile); err != nil {
 		return nil, err
 	}

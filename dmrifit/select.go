@@ -9,7 +9,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
+	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
@@ -59,18 +61,31 @@ type SelectFitter struct {
 	// BedpostX layout, frac their positions in Params.Fractions.
 	Sticks []int
 	frac   []int
+	// cs is the correction (Method None without one); class[m] is model
+	// m's class (the models equal up to relabelling exchangeable
+	// compartments, selectClass) and always[m] whether it is corrected in
+	// every voxel (FitSettings.CorrectAlways).
+	cs     correct.Settings
+	class  []string
+	always []bool
 }
 
-// NewSelectFitter prepares a model-selection fit. The correction and the
-// ESS pass of the ball-and-sticks Fitter are not supported.
+// symmetric is a family that describes its latent symmetries (the dMRI
+// families), which the correction needs.
+type symmetric interface {
+	Symmetries() fdmri.Symmetries
+	ComponentKey(k int, block []float64) []float64
+}
+
+// NewSelectFitter prepares a model-selection fit. With a correction
+// (FitSettings.Correct) the model probabilities come from the corrected
+// evidence of the candidate classes (fitBatch). The ESS pass of the
+// ball-and-sticks Fitter is not supported.
 func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	s = s.ResolveCorrect(false)
-	if s.Correct != "" && s.Correct != "none" {
-		return nil, fmt.Errorf("dmri: --correct is only available for ball-and-sticks families (b3s); %s is fitted without it", p.Family().Name())
-	}
 	if s.ESSSamples > 0 {
 		return nil, fmt.Errorf("dmri: the ESS map is only available for ball-and-sticks families (b3s)")
 	}
@@ -87,6 +102,9 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	}
 	for _, m := range ft.Models {
 		ft.masks = append(ft.masks, m.Mask)
+	}
+	if err := ft.setUpCorrection(); err != nil {
+		return nil, err
 	}
 	simplexPos := map[int]int{}
 	for i, k := range f.Layout().Simplex {
@@ -144,6 +162,11 @@ type Selection struct {
 	F, Theta, Phi [MaxFibres][]float32
 	Active        [MaxFibres][]bool
 	StickD        []float32
+	// With a correction (nil without): the diagnostics of the MAP
+	// model's correction as in Result (ESS, tempering steps, log-evidence
+	// SE, 1 where the voxel's correction failed its diagnostics), and the
+	// number of model classes corrected.
+	CorrESS, CorrSteps, CorrLogZSE, CorrFailed, CorrClasses []float32
 }
 
 // KeepModelProbMax is the largest model list whose per-model
@@ -159,6 +182,10 @@ func (ft *SelectFitter) newSelection(n, meas int) *Selection {
 		Pred: make([]float32, n*meas), PPRMSE: make([]float32, n), StickD: make([]float32, n*S)}
 	if len(ft.Models) <= KeepModelProbMax {
 		a.ModelProb = make([]float32, n*len(ft.Models))
+	}
+	if ft.cs.Method != correct.None {
+		a.CorrESS, a.CorrSteps, a.CorrLogZSE = make([]float32, n), make([]float32, n), make([]float32, n)
+		a.CorrFailed, a.CorrClasses = make([]float32, n), make([]float32, n)
 	}
 	for i := range ft.Sticks {
 		a.F[i] = make([]float32, n*S)
@@ -256,11 +283,25 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 		return fmt.Errorf("dmri: model posterior: %w", err)
 	}
 	M, C, K, S := len(ft.Models), a.Components, len(ft.Classes), a.Samples
-	p := make([]float32, M)
-	masks := make([][][]bool, n)
+	probs := make([][]float32, n)
+	for v := range n {
+		probs[v] = make([]float32, M)
+		a.ModelMass[start+v] = float32(normalise(lq[v], probs[v]))
+	}
+	so := ft.so
+	so.Options = opt
+	var (
+		masks [][][]bool
+		ts    [][][]float64
+	)
+	if ft.cs.Method != correct.None {
+		if masks, ts, err = ft.correctBatch(obs, so, probs, a, start); err != nil {
+			return err
+		}
+	}
 	for v := range n {
 		g := start + v
-		a.ModelMass[g] = float32(normalise(lq[v], p))
+		p := probs[v]
 		if a.ModelProb != nil {
 			copy(a.ModelProb[g*M:(g+1)*M], p)
 		}
@@ -287,17 +328,24 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 			}
 		}
 		a.MAP[g], a.MAPProb[g] = int32(best), p[best]
-		r := rand.New(rand.NewPCG(ft.set.Seed^selectStreamTag, uint64(s.Voxels[g])))
-		masks[v] = make([][]bool, S)
-		for j := range S {
-			masks[v][j] = ft.masks[drawCategorical(r, p)]
-		}
 	}
-	so := ft.so
-	so.Options = opt
-	ts, err := ft.post.SampleTheta(obs, masks, so)
-	if err != nil {
-		return fmt.Errorf("dmri: parameter posterior: %w", err)
+	if ft.cs.Method == correct.None {
+		masks = make([][][]bool, n)
+		for v := range n {
+			r := rand.New(rand.NewPCG(ft.set.Seed^selectStreamTag, uint64(s.Voxels[start+v])))
+			masks[v] = make([][]bool, S)
+			for j := range S {
+				masks[v][j] = ft.masks[drawCategorical(r, probs[v])]
+			}
+		}
+		sets, err := ft.post.SampleTheta(obs, masks, so)
+		if err != nil {
+			return fmt.Errorf("dmri: parameter posterior: %w", err)
+		}
+		ts = make([][][]float64, n)
+		for v := range n {
+			ts[v] = sets[v].Theta
+		}
 	}
 	pred := make([]float64, N)
 	mean := make([]float64, N)
@@ -308,7 +356,7 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 		g := start + v
 		clear(mean)
 		for j := range S {
-			th, mk := ts[v].Theta[j], masks[v][j]
+			th, mk := ts[v][j], masks[v][j]
 			ft.fam.Forward(s.Design, th, mk, pred)
 			for m, y := range pred {
 				mean[m] += y
@@ -383,6 +431,10 @@ type SelectionSidecar struct {
 //	pred_signal   4-D, the model-averaged predicted b0-normalised signal,
 //	              one volume per measurement of the input
 //	pp_rmse       RMSE of pred_signal against the normalised data
+//	correct_*     with a correction: correct_ess, correct_steps,
+//	              correct_logz_se and correct_failed of the MAP model (as
+//	              WriteFit's), correct_classes the number of model
+//	              classes corrected
 //	selection.json  components, classes and models (the key to the maps)
 //
 // and, when the family has plain sticks, the BedpostX layout of those
@@ -452,6 +504,16 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	}
 	if err := perVoxel("pp_rmse", a.PPRMSE, 1); err != nil {
 		return err
+	}
+	if a.CorrESS != nil {
+		for _, m := range []struct {
+			name string
+			v    []float32
+		}{{"correct_ess", a.CorrESS}, {"correct_steps", a.CorrSteps}, {"correct_logz_se", a.CorrLogZSE}, {"correct_failed", a.CorrFailed}, {"correct_classes", a.CorrClasses}} {
+			if err := perVoxel(m.name, m.v, 1); err != nil {
+				return err
+			}
+		}
 	}
 	side := SelectionSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Classes: ft.Classes, Models: ft.Models, Maps: maps}
 	for _, c := range ft.fam.Components() {

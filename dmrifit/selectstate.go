@@ -45,6 +45,9 @@ func (a *Selection) rangeArrays(start, n int) ([][]float32, [][]bool) {
 	if a.ModelProb != nil {
 		f = append(f, per(a.ModelProb, len(a.ModelProb)/a.N))
 	}
+	if a.CorrESS != nil {
+		f = append(f, per(a.CorrESS, 1), per(a.CorrSteps, 1), per(a.CorrLogZSE, 1), per(a.CorrFailed, 1), per(a.CorrClasses, 1))
+	}
 	var act [][]bool
 	for i := range a.F {
 		if a.F[i] == nil {

@@ -10,18 +10,23 @@ import (
 	"github.com/prismsbi/prism/internal/atomicfile"
 )
 
-const selectPhantomSynopsis = "(--checkpoint DIR | --model NAME) --bval FILE --bvec FILE [--per-class N] [--snr S] [--lambda L] [--seed S] [--json FILE]"
+const selectPhantomSynopsis = "(--checkpoint DIR | --model NAME) --bval FILE --bvec FILE [--per-class N] [--snr S] [--lambda L] [--seed S] [--correct smc] [--json FILE]"
 
 // selectPhantomReport is the --json output.
 type selectPhantomReport struct {
-	Family   string                  `json:"family"`
-	Network  string                  `json:"network"`
-	Protocol string                  `json:"protocol"`
-	SNR      float64                 `json:"snr"`
-	Lambda   float64                 `json:"lambda"`
-	Seed     uint64                  `json:"seed"`
-	Classes  []dmrifit.PhantomResult `json:"classes"`
-	Overall  float64                 `json:"right_overall"`
+	Family   string  `json:"family"`
+	Network  string  `json:"network"`
+	Protocol string  `json:"protocol"`
+	SNR      float64 `json:"snr"`
+	Lambda   float64 `json:"lambda"`
+	Seed     uint64  `json:"seed"`
+	// Correct is the correction of the model posterior ("" for none),
+	// with its particles and CorrectAlways (FitSettings).
+	Correct          string                  `json:"correct,omitempty"`
+	CorrectParticles int                     `json:"correct_particles,omitempty"`
+	CorrectAlways    int                     `json:"correct_always,omitempty"`
+	Classes          []dmrifit.PhantomResult `json:"classes"`
+	Overall          float64                 `json:"right_overall"`
 }
 
 func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
@@ -31,7 +36,8 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 			"Simulates voxels of known compartments (ball+stick, ball+zeppelin, ball+2 sticks,\n"+
 				"tensor only; white-matter-like parameters, Rician noise, b0-normalised) on the\n"+
 				"protocol of --bval/--bvec and reports, per class, the fraction whose most\n"+
-				"probable model class under the network's q(M | x, λ) is the true one\n"+
+				"probable model class under the network's q(M | x, λ) is the true one, or\n"+
+				"with --correct under the corrected model posterior of `dmri fit --correct`\n"+
 				"(docs/dmri.md, \"Model-selection phantom\").")
 		fs.PrintDefaults()
 	}
@@ -43,6 +49,11 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	lambda := fs.Float64("lambda", 0.3, "model-prior parameter λ of q(M | x, λ)")
 	seed := fs.Uint64("seed", 1, "random seed of the phantom")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	fit := dmrifit.DefaultFitSettings()
+	fs.StringVar(&fit.Correct, "correct", "none", "classify with the corrected model posterior, as `dmri fit --correct`: none, is or smc")
+	fs.IntVar(&fit.CorrectParticles, "correct-particles", 0, "with --correct smc: particles per SMC run, one run per model class and voxel (0: dmrifit.SelectParticles, 64)")
+	fs.IntVar(&fit.CorrectAlways, "correct-always", 0, "with --correct: also correct, in every voxel, the models with at most this many active compartments (0: only the classes the network gives ≥ 1 %)")
+	fs.IntVar(&fit.Samples, "samples", 4, "with --correct: joint samples drawn per voxel (not used by the report)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,11 +84,19 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s, %s: %w", *bval, *bvec, err)
 	}
-	res, err := dmrifit.SelectionPhantom(post, d, *per, *snr, *lambda, *seed)
+	fit.Lambda, fit.Seed = *lambda, *seed
+	fit = fit.ResolveCorrect(false)
+	res, err := dmrifit.SelectionPhantom(post, d, *per, *snr, *lambda, *seed, &fit)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
 	}
 	rep := selectPhantomReport{Family: post.Family().Name(), Network: net.source(), Protocol: *bval, SNR: *snr, Lambda: *lambda, Seed: *seed, Classes: res}
+	if fit.Correct != "none" && fit.Correct != "" {
+		rep.Correct, rep.CorrectParticles, rep.CorrectAlways = fit.Correct, fit.CorrectParticles, fit.CorrectAlways
+		for _, r := range res {
+			fmt.Fprintf(stderr, "%s: --correct %s over %.1f model classes per voxel, failed in %d of %d voxels\n", r.Class, fit.Correct, r.CorrectClasses, r.CorrectFailed, r.N)
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "class\tvoxels\tright (all classes)\tright (phantom classes)\tmean P(true class)\tmost often predicted\n")
 	for _, r := range res {

@@ -1,0 +1,151 @@
+package dmrifit
+
+import (
+	"fmt"
+
+	"github.com/prismsbi/prism/correct"
+	"github.com/prismsbi/prism/family"
+	"github.com/prismsbi/prism/posterior"
+)
+
+// The correction of a model-selection fit (`dmri fit --correct` with a
+// family such as bszt): per voxel, the exact evidence p(x | M) of every
+// candidate model class by SMC from the Laplace approximation (package
+// correct), combined with the mask prior p(M | λ), replaces the network's
+// q(M | x, λ), and the samples come from the corrected posteriors.
+
+// SelectDraws is the number of draws of q(θ | M, x) per model class from
+// which a model-selection fit's correction searches the mode (each a
+// start of the Newton search, correct.LaplaceOptions.Starts).
+const SelectDraws = 16
+
+// SelectParticles is the default number of particles of one SMC run of
+// a model-selection fit (ball-and-sticks fits: DefaultCorrectSettings).
+// The phantom of docs/validation.md was measured with it.
+const SelectParticles = 64
+
+// setUpCorrection prepares ft's correction from its settings: the SMC
+// with the Laplace start in the chart of every direction and on a
+// fundamental domain of the family's symmetries (fdmri.Symmetries:
+// exchangeable sticks, zeppelins and tensors, the signs of a tensor's
+// Cholesky columns), or importance sampling from q; the model classes;
+// and the models corrected in every voxel (CorrectAlways).
+func (ft *SelectFitter) setUpCorrection() error {
+	method, err := correct.ParseMethod(ft.set.Correct)
+	if err != nil {
+		return fmt.Errorf("dmri: %w", err)
+	}
+	ft.cs = DefaultCorrectSettings(method)
+	if method == correct.None {
+		return nil
+	}
+	sf, ok := ft.fam.(symmetric)
+	if !ok {
+		return fmt.Errorf("dmri: --correct needs a dMRI family that describes its symmetries; %s does not", ft.fam.Name())
+	}
+	sym := sf.Symmetries()
+	if method == correct.SMC {
+		// The mode search starts from every one of SelectDraws draws of
+		// q: a network weak at model selection is weak at q(θ | M, x) for
+		// the models it does not expect, and from a single start the
+		// Newton search stops in a local mode (a wrong stick direction,
+		// the ball's and a stick's diffusivities swapped) hundreds of nats
+		// below the global one, misranking the classes (docs/dmri.md).
+		ft.cs.Draws = SelectDraws
+		ft.cs.Laplace = &correct.LaplaceOptions{Axes: sym.Axes, Groups: sym.Groups, Key: sf.ComponentKey, Signs: sym.Signs, Starts: SelectDraws}
+		// As for ball-and-sticks (laplaceSettings): flag a voxel above a
+		// log-evidence SE of 0.5 nats, the SE itself is a map.
+		ft.cs.MaxLogEvidenceSE = 0.5
+	}
+	if ft.set.CorrectParticles > 0 {
+		ft.cs.Particles = ft.set.CorrectParticles
+	}
+	comps := ft.fam.Components()
+	for _, m := range ft.masks {
+		ft.class = append(ft.class, selectClass(m, sym.Groups))
+		n := 0
+		for k, on := range m {
+			if on && comps[k].Kind == family.Base {
+				n++
+			}
+		}
+		ft.always = append(ft.always, n <= ft.set.CorrectAlways)
+	}
+	return nil
+}
+
+// selectClass is the key of mask m's class: the mask with the active
+// components of every exchangeable group moved to the group's first
+// positions (models equal up to relabelling them are one model).
+func selectClass(m []bool, groups [][]int) string {
+	c := append([]bool(nil), m...)
+	for _, g := range groups {
+		n := 0
+		for _, k := range g {
+			if m[k] {
+				n++
+			}
+		}
+		for i, k := range g {
+			c[k] = i < n
+		}
+	}
+	return family.MaskString(c)
+}
+
+// correctBatch corrects the voxels obs (the scan's voxels start, start+1,
+// …): the candidates of voxel v are the models of every class holding at
+// least CorrectMinQ of the network's probabilities probs[v], of the
+// network's most probable model's class, and of the classes corrected in
+// every voxel (FitSettings.CorrectAlways). It overwrites probs[v] with
+// the corrected model posterior (0 outside the candidates), fills a's
+// correction maps, and returns S joint samples (masks, latent θ) per
+// voxel from the corrected posteriors.
+func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.SampleOptions, probs [][]float32, a *Selection, start int) ([][][]bool, [][][]float64, error) {
+	n, M := len(obs), len(ft.Models)
+	cands := make([][][]bool, n)
+	pos := make([][]int, n)
+	for v := range n {
+		p := probs[v]
+		byClass := map[string]float64{}
+		best := 0
+		for m := range M {
+			byClass[ft.class[m]] += float64(p[m])
+			if p[m] > p[best] {
+				best = m
+			}
+		}
+		classes := map[string]bool{}
+		for m := range M {
+			if byClass[ft.class[m]] >= CorrectMinQ || ft.class[m] == ft.class[best] || ft.always[m] {
+				cands[v] = append(cands[v], ft.masks[m])
+				pos[v] = append(pos[v], m)
+				classes[ft.class[m]] = true
+			}
+		}
+		a.CorrClasses[start+v] = float32(len(classes))
+	}
+	cs := ft.cs
+	cs.Sample = so
+	corr, err := correct.Correct(ft.post, obs, cands, ft.set.Lambda, cs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: correction: %w", err)
+	}
+	masks := make([][][]bool, n)
+	thetas := make([][][]float64, n)
+	for v := range n {
+		c := &corr[v]
+		g := start + v
+		clear(probs[v])
+		for k, m := range pos[v] {
+			probs[v][m] = float32(c.Prob[k])
+		}
+		masks[v], thetas[v] = c.Draw(ft.set.Samples)
+		r := c.Results[c.Best()]
+		a.CorrESS[g], a.CorrSteps[g], a.CorrLogZSE[g] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)
+		if c.Failed {
+			a.CorrFailed[g] = 1
+		}
+	}
+	return masks, thetas, nil
+}
