@@ -104,6 +104,14 @@ type LaplaceOptions struct {
 	// likelihood has local modes (a stick's direction, which
 	// compartment takes which diffusivity).
 	Starts int
+	// StartIters bounds the Newton steps of each of several starts
+	// (0: laplaceStartIters); a start near the mode, as a trained
+	// network's draws are, needs no more than newtonIters.
+	StartIters int
+	// StartsMinActive, if positive, keeps several starts to the models
+	// with at least this many active Exchangeable components (one can
+	// settle on another's direction); the others take one start.
+	StartsMinActive int
 }
 
 // laplaceStartIters bounds the Newton steps of each of several starts
@@ -613,9 +621,10 @@ func runAllLaplace(p *posterior.Posterior, obs []posterior.Observation, cands fu
 // (full latent vectors) and the preconditioner there, or nil when no draw
 // has a finite density. With starts ≤ 1 it is one search of up to
 // newtonIters steps from the draw of highest density; with more, a
-// search of up to laplaceStartIters steps from each of the starts best
-// draws, keeping the highest end point (LaplaceOptions.Starts).
-func findMode(t *target, draws [][]float64, starts int) ([]float64, *precond) {
+// search of up to iters steps (0: laplaceStartIters, rounded down to
+// whole newtonIters) from each of the starts best draws, keeping the
+// highest end point (LaplaceOptions.Starts, StartIters).
+func findMode(t *target, draws [][]float64, starts, iters int) ([]float64, *precond) {
 	type start struct {
 		z []float64
 		l float64
@@ -648,7 +657,10 @@ func findMode(t *target, draws [][]float64, starts int) ([]float64, *precond) {
 	for _, st := range all[:min(starts, len(all))] {
 		pc := newPrecond(t, st.z)
 		l := st.l
-		for range laplaceStartIters / newtonIters {
+		if iters <= 0 {
+			iters = laplaceStartIters
+		}
+		for range max(iters/newtonIters, 1) {
 			var l2 float64
 			pc, l2 = newtonMode(t, st.z, l, pc, gp, tmp)
 			done := l2 <= l+newtonTol
@@ -681,7 +693,19 @@ func laplaceModel(f family.Family, o posterior.Observation, mask []bool, draws [
 		return res
 	}
 	// 1. Mode.
-	best, pc := findMode(t, draws, s.Laplace.Starts)
+	starts, iters := s.Laplace.Starts, s.Laplace.StartIters
+	if m := s.Laplace.StartsMinActive; m > 0 {
+		n := 0
+		for _, k := range s.Laplace.Exchangeable {
+			if mask[k] {
+				n++
+			}
+		}
+		if n < m {
+			starts = 1
+		}
+	}
+	best, pc := findMode(t, draws, starts, iters)
 	if best == nil {
 		res.LogEvidence = math.Inf(-1)
 		res.judge(s)

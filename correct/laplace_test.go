@@ -577,8 +577,8 @@ func TestFindModeStarts(t *testing.T) {
 	for a, q := range tg.idx {
 		zt[a] = theta[q]
 	}
-	one, _ := findMode(tg, draws, 1)
-	two, _ := findMode(tg, draws, 2)
+	one, _ := findMode(tg, draws, 1, 0)
+	two, _ := findMode(tg, draws, 2, 0)
 	a1, a2 := angle(one), angle(two)
 	l1, l2, lt := tg.logProb(one, nil), tg.logProb(two, nil), tg.logProb(zt, nil)
 	t.Logf("one start: sticks %.1f° apart, log γ %.1f; two starts: %.1f°, log γ %.1f; truth log γ %.1f", a1, l1, a2, l2, lt)

@@ -88,7 +88,7 @@ func DefaultFitSettings() FitSettings {
 
 // CorrectAuto is the default correction: SMC with the Laplace start
 // for ball-and-sticks families, none for model-selection fits. Since
-// issue 20 the SMC is the default of `dmri fit`: at 24 particles it
+// issue 20 the SMC is the default of `dmri fit`: at 20 particles it
 // costs under a fifth of `dmri mcmc`'s CPU on the real multi-shell slab
 // (docs/benchmarks.md), and its stick counts and second directions agree
 // with the MCMC's where the network's do not (docs/validation.md).
@@ -225,17 +225,17 @@ type Fitter struct {
 const ModeSearchSteps = 4
 
 // DefaultCorrectSettings are the correction settings of `dmri fit
-// --correct`, sized for voxels. SMC: one run of 24 particles per model
+// --correct`, sized for voxels. SMC: one run of 20 particles per model
 // class from the Laplace approximation at the mode (laplaceSettings),
 // 1 independence move and 1 MALA move per tempering step; on the real
-// multi-shell slab and the crossing phantom 32 and 64 particles gave the
-// same tables at more CPU (docs/validation.md, issue 20). IS: 64 importance
-// samples (each needs the ODE log-density, 12 VJPs per step for b3s). A fit corrects the models of
-// every class with q ≥ CorrectMinQ in every voxel (docs/posterior.md
-// gives the cost).
+// multi-shell slab and the crossing phantom 24, 32 and 64 particles gave
+// the same tables at more CPU (docs/validation.md, issue 20). IS: 64
+// importance samples (each needs the ODE log-density, 12 VJPs per step
+// for b3s). A fit corrects the models of every class with q ≥
+// CorrectMinQ in every voxel (docs/posterior.md gives the cost).
 func DefaultCorrectSettings(m correct.Method) correct.Settings {
 	cs := correct.DefaultSettings(m)
-	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 24, 1, 8, 256
+	cs.Replicates, cs.Particles, cs.Moves, cs.Draws, cs.FinalSamples = 4, 20, 1, 8, 256
 	cs.Samples = 64
 	return cs
 }
@@ -258,15 +258,16 @@ func laplaceSettings(cs correct.Settings, l *family.Layout, sticks, exch []int) 
 	cs.Laplace = &correct.LaplaceOptions{Axes: axes, Exchangeable: exch}
 	// The draws only start the mode search (the kernel start builds its
 	// reference from them and keeps 8): Newton steps from the best 2 of 4
-	// draws of ModeSearchSteps ODE steps. On the crossing phantom (UKB-like,
+	// draws of ModeSearchSteps ODE steps, 8 steps each, in models with
+	// two or more sticks (one start elsewhere). On the crossing phantom (UKB-like,
 	// SNR 40) the best of 2 draws from one start called a third stick in
 	// 9–25 % of two-fibre voxels (a local 2-stick mode lowers that model's
 	// evidence); 4 draws and 2 starts: 3–6 %, as with 8 draws of 8 steps
 	// (docs/validation.md, issue 20).
 	cs.Draws = 4
-	cs.Laplace.Starts = 2
+	cs.Laplace.Starts, cs.Laplace.StartIters, cs.Laplace.StartsMinActive = 2, 8, 2
 	// A log-evidence SE of 0.5 nats moves a voxel's model probabilities by
-	// about a factor e^±0.5; 24 particles give a median 0.23 on the whole
+	// about a factor e^±0.5; 20 particles give a median 0.24 on the whole
 	// slab (64: 0.21 on its crossings; docs/validation.md), so the
 	// library's 0.1 would flag most voxels. The SE itself is in the
 	// correct_logz_se map.

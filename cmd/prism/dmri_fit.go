@@ -25,7 +25,7 @@ func runDMRIFit(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&s.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&s.BatchSize, "batch", def.BatchSize, "voxels per batch (results do not depend on it, bit for bit)")
 	fs.StringVar(&s.Correct, "correct", def.Correct, "correct the posterior of every model with the likelihood: auto (smc for ball-and-sticks networks, none for model-selection networks), none, is or smc (writes correct_* diagnostic maps; docs/dmri.md)")
-	fs.IntVar(&s.CorrectParticles, "correct-particles", 0, "with --correct smc: particles per SMC run, one run per model class and voxel (0: 24 for ball-and-sticks fits, 64 for model-selection fits)")
+	fs.IntVar(&s.CorrectParticles, "correct-particles", 0, "with --correct smc: particles per SMC run, one run per model class and voxel (0: 20 for ball-and-sticks fits, 64 for model-selection fits)")
 	fs.IntVar(&s.CorrectAlways, "correct-always", 0, "model-selection fits with --correct: also correct, in every voxel, the models with at most this many active compartments (0: only the classes the network gives ≥ 1 %; docs/dmri.md)")
 	fs.BoolVar(&s.Mixture, "mixture", false, "draw the samples' models from the whole model posterior (averaging over fibre counts) instead of from the models with the most probable number of sticks (docs/dmri.md)")
 	fs.IntVar(&s.Refine, "refine", def.Refine, "with --correct none: independence Metropolis–Hastings steps that move each network sample towards the exact posterior of its model (proposal: a t-distributed Laplace approximation at the mode; 0: the network's samples as they are; docs/dmri.md)")
