@@ -311,11 +311,31 @@ type fitRecord struct {
 	*RunInfo
 	massSummary
 	MedianESS float64 `json:"median_ess,omitempty"`
-	// With --correct: voxels whose correction failed its diagnostics, and
-	// the medians of the correct_ess and correct_logz_se maps.
+	correctionSummary
+}
+
+// correctionSummary is run.json's summary of a correction (--correct):
+// the voxels whose correction failed its diagnostics, and the medians of
+// the correct_ess and correct_logz_se maps.
+type correctionSummary struct {
 	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
 	MedianCorrectESS    float64 `json:"median_correct_ess,omitempty"`
 	MedianCorrectLogZSE float64 `json:"median_correct_logz_se,omitempty"`
+}
+
+// summariseCorrection summarises the correction maps of nv voxels and
+// logs how many failed.
+func (r *run) summariseCorrection(failedMap, ess, logZSE []float32) correctionSummary {
+	failed := 0
+	for _, f := range failedMap {
+		if f == 1 {
+			failed++
+		}
+	}
+	if failed > 0 {
+		r.logf("--correct %s failed its diagnostics in %d of %d voxels (correct_failed map)", r.set.Correct, failed, len(failedMap))
+	}
+	return correctionSummary{CorrectFailedVoxels: &failed, MedianCorrectESS: medianF32(ess), MedianCorrectLogZSE: medianF32(logZSE)}
 }
 
 // ballAndSticks is Run for a ball-and-sticks family.
@@ -352,17 +372,7 @@ func (r *run) ballAndSticks(ctx context.Context) (*RunSummary, error) {
 	}
 	rec := fitRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianESS: medianF32(all.ESS)}
 	if correctKey(s.Correct) != "" {
-		failed := 0
-		for _, f := range all.CorrFailed {
-			if f == 1 {
-				failed++
-			}
-		}
-		rec.CorrectFailedVoxels = &failed
-		rec.MedianCorrectESS, rec.MedianCorrectLogZSE = medianF32(all.CorrESS), medianF32(all.CorrLogZSE)
-		if failed > 0 {
-			r.logf("--correct %s failed its diagnostics in %d of %d voxels (correct_failed map)", s.Correct, failed, nv)
-		}
+		rec.correctionSummary = r.summariseCorrection(all.CorrFailed, all.CorrESS, all.CorrLogZSE)
 	}
 	if err := r.finish(rec, writeStart, nv-resumed, st.recordFile); err != nil {
 		return nil, err
@@ -402,10 +412,8 @@ type selectionRecord struct {
 	MedianPPRMSE float64 `json:"median_pp_rmse"`
 	// With a correction, as fitRecord's, and the mean number of model
 	// classes corrected per voxel.
-	CorrectFailedVoxels *int    `json:"correct_failed_voxels,omitempty"`
-	MedianCorrectESS    float64 `json:"median_correct_ess,omitempty"`
-	MedianCorrectLogZSE float64 `json:"median_correct_logz_se,omitempty"`
-	MeanCorrectClasses  float64 `json:"mean_correct_classes,omitempty"`
+	correctionSummary
+	MeanCorrectClasses float64 `json:"mean_correct_classes,omitempty"`
 }
 
 // selection is Run for a dMRI family that is not ball-and-sticks: the
@@ -449,18 +457,8 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	}
 	rec := selectionRecord{RunInfo: r.info, massSummary: summariseMass(all.ModelMass), MedianPPRMSE: medianF32(all.PPRMSE)}
 	if all.CorrFailed != nil {
-		failed := 0
-		for _, f := range all.CorrFailed {
-			if f == 1 {
-				failed++
-			}
-		}
-		rec.CorrectFailedVoxels = &failed
-		rec.MedianCorrectESS, rec.MedianCorrectLogZSE = medianF32(all.CorrESS), medianF32(all.CorrLogZSE)
+		rec.correctionSummary = r.summariseCorrection(all.CorrFailed, all.CorrESS, all.CorrLogZSE)
 		rec.MeanCorrectClasses = meanF32(all.CorrClasses)
-		if failed > 0 {
-			r.logf("--correct %s failed its diagnostics in %d of %d voxels (correct_failed map)", s.Correct, failed, nv)
-		}
 	}
 	if err := r.finish(rec, writeStart, nv-resumed, st.recordFile); err != nil {
 		return nil, err
