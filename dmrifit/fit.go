@@ -41,14 +41,14 @@ type FitSettings struct {
 	BatchSize int `json:"batch_size"`
 	// Correct is the posterior correction (package correct): "" or "none",
 	// "is", "smc", or CorrectAuto (the default of `dmri fit`): smc for
-	// ball-and-sticks families, none for the model-selection fit, which
-	// has no correction. With a correction the model probabilities come
-	// from the corrected evidence of every model in the list and the
-	// joint samples from the corrected posteriors. Run records the
-	// resolved method (ResolveCorrect).
+	// ball-and-sticks families, none for model-selection fits (where the
+	// correction costs seconds per voxel and is asked for). With a
+	// correction the model probabilities come from the corrected evidence
+	// of every model in the list and the joint samples from the corrected
+	// posteriors. Run records the resolved method (ResolveCorrect).
 	Correct string `json:"correct,omitempty"`
 	// CorrectParticles is the number of particles of one SMC run (0: the
-	// default of DefaultCorrectSettings).
+	// path's default, ResolveCorrect).
 	CorrectParticles int `json:"correct_particles,omitempty"`
 	// CorrectAlways (model-selection fits with a correction): the models
 	// with at most this many active compartments are corrected in every
@@ -117,8 +117,8 @@ func (s FitSettings) ResolveCorrect(ballAndSticks bool) FitSettings {
 // OutputVersion identifies how FitBatch turns network samples into its
 // outputs; it changes when they change for the same settings and weights
 // (2: sticks aligned across samples and samples from the most probable
-// stick count, issue 20; 3: so also with a correction), so that `dmri fit` does not resume a partial
-// state written by an older version.
+// stick count, issue 20; 3: so also with a correction), so that `dmri
+// fit` does not resume a partial state written by an older version.
 const OutputVersion = 3
 
 // Validate checks the settings.
@@ -257,13 +257,13 @@ func laplaceSettings(cs correct.Settings, l *family.Layout, sticks, exch []int) 
 	}
 	cs.Laplace = &correct.LaplaceOptions{Axes: axes, Exchangeable: exch}
 	// The draws only start the mode search (the kernel start builds its
-	// reference from them and keeps 8): Newton steps from the best 2 of 4
-	// draws of ModeSearchSteps ODE steps, 8 steps each, in models with
-	// two or more sticks (one start elsewhere). On the crossing phantom (UKB-like,
-	// SNR 40) the best of 2 draws from one start called a third stick in
-	// 9–25 % of two-fibre voxels (a local 2-stick mode lowers that model's
-	// evidence); 4 draws and 2 starts: 3–6 %, as with 8 draws of 8 steps
-	// (docs/validation.md, issue 20).
+	// reference from them and keeps 8): Newton searches of up to 8 steps
+	// from the best 2 of 4 draws of ModeSearchSteps ODE steps in models
+	// with two or more sticks, one search elsewhere. On the crossing
+	// phantom (UKB-like, SNR 40) one search from the best of 2 draws made
+	// 9–25 % of two-fibre voxels three-fibre (a search stopped short of
+	// the 2-stick mode lowers that model's evidence); with 2 of 4, 3–6 %,
+	// as with 8 draws of 8 steps (docs/validation.md, issue 20).
 	cs.Draws = 4
 	cs.Laplace.Starts, cs.Laplace.StartIters, cs.Laplace.StartsMinActive = 2, 8, 2
 	// A log-evidence SE of 0.5 nats moves a voxel's model probabilities by
