@@ -54,8 +54,8 @@ import (
 //     cost of one likelihood) and s.Moves MALA moves. With a good Laplace
 //     fit the first step reaches β = 1: importance sampling from the
 //     reference followed by moves.
-//  6. Evidence. Ẑ = k! (all factors of step 4) × the SMC's product of mean incremental weights;
-//     its standard error from the run itself (lwRelVar, Lee & Whiteley's
+//  6. Evidence. Ẑ = k! (all factors of step 4) × the SMC's product of
+//     mean incremental weights; its standard error from the run itself (lwRelVar, Lee & Whiteley's
 //     estimator from the particles' initial ancestors; without resampling
 //     it is the importance sampler's delta-method SE).
 //
@@ -72,8 +72,8 @@ type LaplaceOptions struct {
 	// theta, phi); components without one are absent.
 	Axes map[int][2]int
 	// Exchangeable lists components whose labels do not matter (as
-	// RefineSettings.Exchangeable); each must have an axis or a Key. Candidate
-	// masks are first relabelled to their canonical representative (the
+	// RefineSettings.Exchangeable); each must have an axis or a Key.
+	// Candidate masks are first relabelled to their canonical representative (the
 	// active exchangeable components first), so that masks with the same
 	// number of them share one run, and the domain restriction of step 4
 	// applies to the active ones.
