@@ -55,9 +55,10 @@ import (
 //     fit the first step reaches β = 1: importance sampling from the
 //     reference followed by moves.
 //  6. Evidence. Ẑ = k! (all factors of step 4) × the SMC's product of
-//     mean incremental weights; its standard error from the run itself (lwRelVar, Lee & Whiteley's
-//     estimator from the particles' initial ancestors; without resampling
-//     it is the importance sampler's delta-method SE).
+//     mean incremental weights; its standard error from the run itself
+//     (lwRelVar, Lee & Whiteley's estimator from the particles' initial
+//     ancestors; without resampling it is the importance sampler's
+//     delta-method SE).
 //
 // The reference is a two-component mixture: the t with the Laplace
 // scale, and one whose weakly determined directions (Hessian eigenvalue
