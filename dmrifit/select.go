@@ -11,7 +11,6 @@ import (
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
-	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/internal/atomicfile"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
@@ -68,13 +67,6 @@ type SelectFitter struct {
 	cs     correct.Settings
 	class  []string
 	always []bool
-}
-
-// symmetric is a family that describes its latent symmetries (the dMRI
-// families), which the correction needs.
-type symmetric interface {
-	Symmetries() fdmri.Symmetries
-	ComponentKey(k int, block []float64) []float64
 }
 
 // NewSelectFitter prepares a model-selection fit. With a correction

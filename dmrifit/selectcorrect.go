@@ -26,7 +26,7 @@ const SelectParticles = 64
 
 // setUpCorrection prepares ft's correction from its settings: the SMC
 // with the Laplace start in the chart of every direction and on a
-// fundamental domain of the family's symmetries (fdmri.Symmetries:
+// fundamental domain of the family's symmetries (family.Symmetries:
 // exchangeable sticks, zeppelins and tensors, the signs of a tensor's
 // Cholesky columns), or importance sampling from q; the model classes;
 // and the models corrected in every voxel (CorrectAlways).
@@ -39,7 +39,7 @@ func (ft *SelectFitter) setUpCorrection() error {
 	if method == correct.None {
 		return nil
 	}
-	sf, ok := ft.fam.(symmetric)
+	sf, ok := ft.fam.(family.Symmetric)
 	if !ok {
 		return fmt.Errorf("dmri: --correct needs a dMRI family that describes its symmetries; %s does not", ft.fam.Name())
 	}

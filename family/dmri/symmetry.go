@@ -1,32 +1,14 @@
 package dmri
 
-// Symmetries of the latent posterior, for the Laplace start of the SMC
-// correction (package correct, LaplaceOptions), which integrates over one
-// fundamental domain of them and multiplies the evidence by their number.
+import "github.com/prismsbi/prism/family"
 
-// Symmetries describes the latent layout's directions and the
-// transformations of θ that leave likelihood and prior unchanged.
-type Symmetries struct {
-	// Axes maps every compartment with a fibre direction in the
-	// hemisphere bijection (family.Hemisphere: sticks, zeppelins, the
-	// dispersed compartments' mean direction) to the full-latent indices
-	// (z1, z2) of that direction.
-	Axes map[int][2]int
-	// Groups are the sets of ≥ 2 exchangeable compartments: the same
-	// compartment type with the same Dirichlet concentration (bszt: its
-	// sticks, its zeppelins, its tensors). A family with SortSticks has
-	// none among its sticks (its prior orders them).
-	Groups [][]int
-	// Signs are the full-latent indices of the diagonal of every tensor's
-	// Cholesky factor L: flipping the sign of a column of L (its diagonal
-	// entry and those below it) leaves D = 10⁻³·L·Lᵀ + 10⁻⁴·I and the
-	// N(0, I) prior unchanged, so each tensor's posterior has 8 copies.
-	Signs []int
-}
+// Symmetries and ComponentKey make the dMRI families family.Symmetric:
+// the latent symmetries the SMC correction of a model-selection fit
+// integrates over (package correct, LaplaceOptions).
 
 // Symmetries returns the family's symmetries.
-func (m *Model) Symmetries() Symmetries {
-	s := Symmetries{Axes: map[int][2]int{}}
+func (m *Model) Symmetries() family.Symmetries {
+	s := family.Symmetries{Axes: map[int][2]int{}}
 	type kind struct {
 		c     Compartment
 		alpha float64
