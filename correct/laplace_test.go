@@ -531,10 +531,7 @@ func TestFindModeStarts(t *testing.T) {
 	lay := f.Layout()
 	mask := []bool{true, true, true, false, true}
 	r := rand.New(rand.NewPCG(7, 1))
-	theta := make([]float64, lay.DMax)
-	for i := range theta {
-		theta[i] = 0
-	}
+	theta := make([]float64, lay.DMax) // every latent at its prior mean 0
 	o1, o2 := lay.Blocks[1].Offset, lay.Blocks[2].Offset
 	theta[o1], theta[o1+1] = family.HemisphereInv(math.Pi/4, 0)
 	theta[o2], theta[o2+1] = family.HemisphereInv(math.Pi/4, math.Pi-0.01)
