@@ -361,6 +361,9 @@ func TestDMRIFitResume(t *testing.T) {
 	}
 	set := dmrifit.DefaultFitSettings()
 	set.Samples, set.Steps, set.ESSSamples, set.BatchSize = 5, 3, 0, 4
+	// The CLI keys its state on the resolved correction (SMC at the
+	// default particle count for ball-and-sticks), so the test must too.
+	set = set.ResolveCorrect(true)
 	ft, err := dmrifit.NewFitter(post, set)
 	if err != nil {
 		t.Fatal(err)
