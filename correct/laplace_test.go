@@ -199,11 +199,7 @@ func TestLaplaceDMRI(t *testing.T) {
 	}
 	off := lay.Blocks[1].Offset
 	theta[off], theta[off+1] = family.HemisphereInv(30*math.Pi/180, 0.7)
-	x := make([]float64, des.N)
-	f.Simulate(r, des, theta, mask, x)
-	act := make([]bool, lay.DMax)
-	lay.Active(mask, act)
-	tg := newTarget(f, des, x, mask, act)
+	tg := simulatedTarget(f, des, r, theta, mask)
 	d := len(tg.idx)
 	mode := make([]float64, d)
 	for a, p := range tg.idx {
@@ -249,7 +245,7 @@ func TestLaplaceDMRI(t *testing.T) {
 	s, _ := DefaultSettings(SMC).withDefaults()
 	s.Particles, s.Moves = 256, 1
 	s.Laplace = &LaplaceOptions{Axes: map[int][2]int{1: {off, off + 1}}, Exchangeable: []int{1, 2, 3}}
-	o := posterior.Observation{Design: des, X: x}
+	o := posterior.Observation{Design: des, X: tg.x}
 	const runs = 8
 	var lz, ses []float64
 	for rr := range runs {
@@ -414,11 +410,7 @@ func TestLaplaceTensorSigns(t *testing.T) {
 	copy(theta[off:], []float64{1.3, 0.2, 0.8, -0.1, 0.3, 0.6})
 	theta[lay.Blocks[10].Offset] = 0.3
 	r := rand.New(rand.NewPCG(8, 9))
-	x := make([]float64, des.N)
-	f.Simulate(r, des, theta, mask, x)
-	act := make([]bool, lay.DMax)
-	lay.Active(mask, act)
-	tg := newTarget(f, des, x, mask, act)
+	tg := simulatedTarget(f, des, r, theta, mask)
 	d := len(tg.idx)
 	mode := make([]float64, d)
 	pos := map[int]int{}
@@ -500,7 +492,7 @@ func TestLaplaceTensorSigns(t *testing.T) {
 	s.Particles, s.Moves = 256, 1
 	sym := f.Symmetries()
 	s.Laplace = &LaplaceOptions{Axes: sym.Axes, Groups: sym.Groups, Key: f.ComponentKey, Signs: sym.Signs}
-	o := posterior.Observation{Design: des, X: x}
+	o := posterior.Observation{Design: des, X: tg.x}
 	const runs = 8
 	var lz []float64
 	for rr := range runs {
@@ -535,11 +527,7 @@ func TestFindModeStarts(t *testing.T) {
 	o1, o2 := lay.Blocks[1].Offset, lay.Blocks[2].Offset
 	theta[o1], theta[o1+1] = family.HemisphereInv(math.Pi/4, 0)
 	theta[o2], theta[o2+1] = family.HemisphereInv(math.Pi/4, math.Pi-0.01)
-	x := make([]float64, des.N)
-	f.Simulate(r, des, theta, mask, x)
-	act := make([]bool, lay.DMax)
-	lay.Active(mask, act)
-	tg := newTarget(f, des, x, mask, act)
+	tg := simulatedTarget(f, des, r, theta, mask)
 	logp := func(th []float64) float64 {
 		z := make([]float64, len(tg.idx))
 		for a, q := range tg.idx {
@@ -590,4 +578,14 @@ func TestFindModeStarts(t *testing.T) {
 	if math.Abs(a2-90) > 10 {
 		t.Errorf("two starts: sticks %.1f° apart, want 90° ± 10°", a2)
 	}
+}
+
+// simulatedTarget simulates one observation of f's model mask at the
+// latents theta on the design des and returns its posterior target.
+func simulatedTarget(f family.Family, des family.Design, r *rand.Rand, theta []float64, mask []bool) *target {
+	x := make([]float64, des.N)
+	f.Simulate(r, des, theta, mask, x)
+	act := make([]bool, f.Layout().DMax)
+	f.Layout().Active(mask, act)
+	return newTarget(f, des, x, mask, act)
 }
