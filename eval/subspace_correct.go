@@ -46,24 +46,35 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 		if err != nil {
 			return nil, fmt.Errorf("eval: correcting the subspace: %w", err)
 		}
-		// Uncorrected models rank after every corrected one, in q's order.
-		const below = -1e300
 		for i := range obs {
 			corrected := make([]float64, len(which[i]))
 			for c, m := range which[i] {
 				corrected[c] = res[i][c].LogEvidence + prior.LogProb(space[m], lams[i])
-				if math.IsNaN(corrected[c]) {
-					corrected[c] = below
-				}
 			}
-			for m := range out[i] {
-				out[i][m] = below + out[i][m]*1e-300
-			}
-			for c, m := range which[i] {
-				out[i][m] = corrected[c]
-			}
+			mergeCorrected(out[i], which[i], corrected)
 		}
 		return out, nil
 	}
 	return SubspaceClassify(p.Family(), score, cfg)
+}
+
+// uncorrectedOffset puts the models that were not corrected below every
+// corrected one: a log evidence plus log prior is far above −1e12 for any
+// data set prism handles, and log q − 1e12 still orders log q to ≈ 1e−4
+// (float64 spacing at 1e12), so the uncorrected keep q's order.
+const uncorrectedOffset = -1e12
+
+// mergeCorrected turns one observation's scores log q(M | x, λ) into the
+// corrected ranking in place: the models which[c] get corrected[c] (log
+// evidence + log prior), every other model — and a corrected one whose
+// estimate is NaN — ranks after them in q's order.
+func mergeCorrected(scores []float64, which []int, corrected []float64) {
+	for m := range scores {
+		scores[m] += uncorrectedOffset
+	}
+	for c, m := range which {
+		if !math.IsNaN(corrected[c]) {
+			scores[m] = corrected[c]
+		}
+	}
 }

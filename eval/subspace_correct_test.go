@@ -37,3 +37,22 @@ func TestSubspaceCorrected(t *testing.T) {
 		t.Error("zero corrected models accepted")
 	}
 }
+
+// TestMergeCorrected: corrected models are ranked by their corrected
+// scores above all others, whatever q said; the uncorrected ones, and a
+// corrected one whose estimate failed (NaN), follow in q's order — also
+// when their log q differ by less than 1e-3.
+func TestMergeCorrected(t *testing.T) {
+	logQ := []float64{-3, -0.5, -2.0001, -2, -7, -1}
+	which := []int{4, 1, 5}
+	corrected := []float64{-1500, -1600, math.NaN()}
+	s := append([]float64(nil), logQ...)
+	mergeCorrected(s, which, corrected)
+	// Expected order: 4 (−1500), 1 (−1600), then by q: 5 (−1, NaN'd), 3, 2, 0.
+	want := []int{4, 1, 5, 3, 2, 0}
+	for r, m := range want {
+		if got := rankOf(s, m); got != r+1 {
+			t.Errorf("model %d: rank %d, want %d (scores %v)", m, got, r+1, s)
+		}
+	}
+}
