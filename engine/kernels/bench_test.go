@@ -91,6 +91,36 @@ func benchSgemm(b *testing.B) {
 	}
 }
 
+// BenchmarkSgemmWideHead is the forward product of a categorical model
+// decoder's head (bszt: C·D = 12·64 inputs, 2,048 classes) at a training
+// batch and an inference chunk. Since n > 1024 went to the own kernel
+// (batch-independent rows) this compares it with OpenBLAS on that shape.
+func BenchmarkSgemmWideHead(b *testing.B) {
+	for _, own := range []bool{true, false} {
+		if !own && Backend != "c" {
+			continue
+		}
+		name := "own"
+		if !own {
+			name = "openblas"
+		}
+		b.Run(name, func(b *testing.B) {
+			defer setOwnGemm(setOwnGemm(own))
+			const k, n = 768, 2048
+			for _, m := range []int{32, 1000} {
+				x, w, y := benchBuf(m*k), benchBuf(k*n), benchBuf(m*n)
+				b.Run(fmt.Sprintf("fwd_M%d_K%d_N%d", m, k, n), func(b *testing.B) {
+					c0 := cpuStart()
+					for b.Loop() {
+						Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
+					}
+					reportGFLOPS(b, 2*float64(m*n*k), c0)
+				})
+			}
+		})
+	}
+}
+
 // BenchmarkSgemmPeak measures the machine's sgemm peak on a large square
 // product (the reference for "≥ 35 % of the machine's sgemm peak").
 func BenchmarkSgemmPeak(b *testing.B) {

@@ -104,24 +104,23 @@ var ownGemm = true
 
 // ownGemmFits says whether the own kernel (pk_sgemm_ep) takes the product.
 // Products with a row-major A (the forward and the input gradients, where
-// row i of C depends on row i of A only) take it at every m, for k and n
+// row i of C depends on row i of A only) take it at every m and n, for k
 // up to 1024 (the network's shapes): its tall kernel sums each output over
 // k in one fixed order, so a row's result does not depend on how many rows
 // share the call, and results are the same for any batch or chunk size.
 // OpenBLAS does not promise that (its small-matrix paths and edge kernels
-// differ). Products with a transposed A (weight gradients, sums over the
-// batch) take it when skinny: one of m, k at most 256, n at most 1024. It
-// keeps a B panel in L2 and streams A once, so it loses on large squares
-// (1024³: 97 against 154 GFLOP/s with AVX-512) and on a very long k
-// (64×1024×13056: 58 against 68).
+// differ): with bszt's 2,048-wide categorical head on OpenBLAS, a voxel's
+// comp_prob changed in the 8th digit with --batch. Products with a
+// transposed A (weight gradients, sums over the batch) take it when
+// skinny: one of m, k at most 256, n at most 1024. It keeps a B panel in
+// L2 and streams A once, so it loses on large squares (1024³: 97 against
+// 154 GFLOP/s with AVX-512) and on a very long k (64×1024×13056: 58
+// against 68).
 func ownGemmFits(g *gemmArgs) bool {
-	if g.n > 1024 {
-		return false
-	}
 	if !g.transA {
 		return g.k <= 1024
 	}
-	return min(g.m, g.k) <= 256
+	return g.n <= 1024 && min(g.m, g.k) <= 256
 }
 
 // call runs the product on the calling thread (one cgo call).

@@ -224,6 +224,71 @@ func TestSgemm(t *testing.T) {
 	SetBLASThreads(1)
 }
 
+// TestSgemmRowsIndependentOfM checks that a row of a product with a
+// row-major A (a layer's forward pass) comes out BIT FOR BIT the same
+// whichever rows share the call: the network's outputs for a voxel or an
+// observation must not depend on the batch size. Widths cover the
+// network's products and bszt's 2,048-wide categorical head (n > 1024,
+// once left to OpenBLAS, whose rounding changed with m), with both B
+// layouts and the fused bias + GELU epilogue. No tolerance: every path
+// (own kernel, pure Go) sums each output over k in one fixed order.
+func TestSgemmRowsIndependentOfM(t *testing.T) {
+	r := newRNG(31)
+	const m = 300
+	for _, sh := range [][2]int{{64, 64}, {2048, 128}, {2050, 256}, {1500, 1024}} {
+		n, k := sh[0], sh[1]
+		a := to32(randn64(r, m*k, 1))
+		bias := to32(randn64(r, n, 1))
+		for _, tb := range []bool{false, true} {
+			w := to32(randn64(r, k*n, 1 / math.Sqrt(float64(k))))
+			ldb := n
+			if tb {
+				ldb = k
+			}
+			whole := make([]float32, m*n)
+			Sgemm(false, tb, m, n, k, 1, a, k, w, ldb, 0, whole, n)
+			for _, rows := range []int{1, 5, 7, 13, 150} {
+				for r0 := 0; r0 < m; r0 += rows {
+					r1 := min(m, r0+rows)
+					part := make([]float32, (r1-r0)*n)
+					Sgemm(false, tb, r1-r0, n, k, 1, a[r0*k:r1*k], k, w, ldb, 0, part, n)
+					if i := firstBitDiff(whole[r0*n:r1*n], part); i >= 0 {
+						t.Fatalf("Sgemm %d×%d×%d (transB %v) in calls of %d rows: row %d col %d is %v, %v in one call",
+							m, n, k, tb, rows, r0+i/n, i%n, part[i], whole[r0*n+i])
+					}
+				}
+			}
+			if tb {
+				continue // LinearForward's weights are k×n
+			}
+			z, y := make([]float32, m*n), make([]float32, m*n)
+			LinearForward(m, n, k, a, k, w, n, bias, z, y)
+			for _, rows := range []int{1, 7, 150} {
+				for r0 := 0; r0 < m; r0 += rows {
+					r1 := min(m, r0+rows)
+					pz, py := make([]float32, (r1-r0)*n), make([]float32, (r1-r0)*n)
+					LinearForward(r1-r0, n, k, a[r0*k:r1*k], k, w, n, bias, pz, py)
+					if i := firstBitDiff(y[r0*n:r1*n], py); i >= 0 {
+						t.Fatalf("LinearForward %d×%d×%d in calls of %d rows: row %d col %d is %v, %v in one call",
+							m, n, k, rows, r0+i/n, i%n, py[i], y[r0*n+i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// firstBitDiff returns the first index where a and b differ bit for bit,
+// or −1.
+func firstBitDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
 func testSgemmShape(t *testing.T, r *rand.Rand, m, n, k int) {
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
