@@ -240,7 +240,7 @@ func TestSgemmRowsIndependentOfM(t *testing.T) {
 		a := to32(randn64(r, m*k, 1))
 		bias := to32(randn64(r, n, 1))
 		for _, tb := range []bool{false, true} {
-			w := to32(randn64(r, k*n, 1 / math.Sqrt(float64(k))))
+			w := to32(randn64(r, k*n, 1/math.Sqrt(float64(k))))
 			ldb := n
 			if tb {
 				ldb = k
