@@ -36,9 +36,12 @@ type SimOptions struct {
 	// Seed selects the simulation stream; sample i of the stream depends
 	// only on (Seed, i).
 	Seed uint64
-	// Lambda is the complexity knob for every sample; NaN draws λ ~ U(0,1)
-	// per sample, as in training.
+	// Lambda is the complexity knob for every sample; NaN draws λ per
+	// sample from LambdaDist, as in training.
 	Lambda float64
+	// LambdaDist is the distribution of λ when Lambda is NaN; the zero
+	// value is the paper's U(0, 1).
+	LambdaDist LambdaDist
 	// Designs draws each sample's design; nil means the family's default
 	// (Family.Designs("")).
 	Designs DesignSampler
@@ -115,8 +118,8 @@ func SampleRNG(seed, index uint64) *rand.Rand {
 // SimulateBatch fills out[i] with sample start+i of the stream opt.Seed,
 // for every i, in parallel over GOMAXPROCS goroutines. Sample i draws, from
 // SampleRNG(opt.Seed, start+i) and in this order: λ (when opt.Lambda is
-// NaN), the mask from f.MaskPrior, θ ~ N(0, I_DMax) on all dimensions, the
-// design, and the observation noise (f.Simulate); a Canonicalizer family
+// NaN, from opt.LambdaDist), the mask from f.MaskPrior, θ ~ N(0, I_DMax)
+// on all dimensions, the design, and the observation noise (f.Simulate); a Canonicalizer family
 // relabels (θ, mask) before the design is drawn. The result therefore does
 // not depend on thread timing or on how a stream is split into batches.
 //
@@ -163,7 +166,7 @@ func simulateRange(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, 
 		seedPCG(&pcg, opt.Seed, s.Index)
 		s.Lambda = opt.Lambda
 		if math.IsNaN(s.Lambda) {
-			s.Lambda = r.Float64()
+			s.Lambda = opt.LambdaDist.Sample(r)
 		}
 		s.Mask = resize(s.Mask, C)
 		prior.Sample(r, s.Lambda, s.Mask)
@@ -404,7 +407,7 @@ func TrySimulateBatch(f Family, opt SimOptions, start uint64, out []Sample) (dro
 func drawPrior(f Family, prior MaskPrior, ds DesignSampler, opt SimOptions, C, dmax int, r *rand.Rand, s *Sample) {
 	s.Lambda = opt.Lambda
 	if math.IsNaN(s.Lambda) {
-		s.Lambda = r.Float64()
+		s.Lambda = opt.LambdaDist.Sample(r)
 	}
 	s.Mask = resize(s.Mask, C)
 	prior.Sample(r, s.Lambda, s.Mask)

@@ -95,18 +95,20 @@ func (n *Net) planCategorical() error {
 }
 
 // planLambdaNodes precomputes the λ quadrature of the mask loss. With
-// λ ~ U(0, 1) the posterior of λ given a simulated mask is p(λ | M) ∝
-// p(M | λ), so E[g(λ) | M] ≈ Σ_j w_j(M) g(λ_j) with the J-point
-// Gauss–Legendre rule (nodes λ_j, weights v_j) and
+// λ ~ ρ (U(0, 1) unless SetTrainingLambda said otherwise) the posterior of
+// λ given a simulated mask is p(λ | M) ∝ ρ(λ) p(M | λ), so
+// E[g(λ) | M] ≈ Σ_j w_j(M) g(λ_j) with the J-point Gauss–Legendre rule
+// (nodes λ_j, weights v_j) and
 //
-//	w_j(M) = v_j p(M | λ_j) / Σ_j' v_j' p(M | λ_j').
+//	w_j(M) = v_j ρ(λ_j) p(M | λ_j) / Σ_j' v_j' ρ(λ_j') p(M | λ_j').
 //
 // The rule is exact for polynomials of degree < 2J, which includes the
-// Bernoulli priors' p(M | λ) = c·λ^a (1−λ)^b times any polynomial of
-// degree < 2J − C. The normalisation makes Σ_M p(M)·w_j(M)/p(M | λ_j)
-// the quadrature of ∫ p(M | λ) dλ = p(M), so the loss's minimiser is still
-// the exact posterior: q(M | x, λ_j) ∝ p(x | M) p(M | λ_j) wherever the
-// rule integrates p(M | λ) exactly, and close to it elsewhere.
+// Bernoulli priors' p(M | λ) = c·λ^a (1−λ)^b (times ρ's polynomial, and
+// any polynomial of degree < 2J − C − deg ρ). The normalisation makes
+// Σ_M p_ρ(M)·w_j(M)/(ρ(λ_j) p(M | λ_j)) the quadrature of
+// ∫ ρ(λ) p(M | λ) dλ = p_ρ(M), so the loss's minimiser is still the exact
+// posterior: q(M | x, λ_j) ∝ p(x | M) p(M | λ_j) wherever the rule
+// integrates ρ(λ) p(M | λ) exactly, and close to it elsewhere.
 func (n *Net) planLambdaNodes(j int) {
 	cat := n.cat
 	k := len(cat.masks)
@@ -123,7 +125,7 @@ func (n *Net) planLambdaNodes(j int) {
 	for c := range k {
 		w := make([]float64, j)
 		for i := range j {
-			w[i] = math.Log(v[i]) + logp[i][c]
+			w[i] = math.Log(v[i]*n.trainLambda.Density(cat.nodes[i])) + logp[i][c]
 		}
 		z := floats.LogSumExp(w)
 		for i := range w {
@@ -273,4 +275,20 @@ func (n *Net) sampleCategorical(enc *engine.Tensor, lambda float64, count int, r
 			logq[i] = row[j]
 		}
 	}
+}
+
+// SetTrainingLambda tells the network the distribution ρ of its training
+// simulations' λ (family.SimOptions.LambdaDist), which the λ quadrature
+// (LambdaNodes) and strata (LambdaStrata) of the mask loss weight by:
+// p(λ | M) ∝ ρ(λ) p(M | λ). Training only; inference does not use it.
+// The default is U(0, 1).
+func (n *Net) SetTrainingLambda(d family.LambdaDist) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	n.trainLambda = d
+	if n.cat != nil && len(n.cat.nodes) > 0 {
+		n.planLambdaNodes(len(n.cat.nodes))
+	}
+	return nil
 }

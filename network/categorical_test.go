@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/gonum/mathext"
+
 	"github.com/prismsbi/prism/engine"
 	"github.com/prismsbi/prism/family"
 )
@@ -211,5 +213,62 @@ func TestCategoricalLambdaNodesLoss(t *testing.T) {
 	c.MaskDecoder = ""
 	if err := c.Validate(); err == nil {
 		t.Error("lambda_nodes with the autoregressive decoder accepted")
+	}
+}
+
+// TestLambdaNodesPosteriorRho: with the training λ drawn from
+// ρ = (1−m)·U(0, 1) + m·Beta(p, 1) (SetTrainingLambda), the posterior of λ
+// for a lingauss mask with a active components is
+// p(λ | M) ∝ ρ(λ)·λ^a (1−λ)^{6−a}, whose moments are ratios of Beta
+// functions: E[λ^r | M] = [(1−m)B(a+r+1, 7−a) + m·p·B(a+r+p, 7−a)] /
+// [(1−m)B(a+1, 7−a) + m·p·B(a+p, 7−a)]. With p = 3 the integrands have
+// degree ≤ 10 < 2J for J = 6 nodes, so the node weights reproduce them to
+// rounding. Resetting ρ to U(0, 1) restores the weights of
+// TestLambdaNodesPosterior.
+func TestLambdaNodesPosteriorRho(t *testing.T) {
+	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
+		c := categoricalConfig(f)
+		c.LambdaNodes = 6
+		return c
+	}, 1)
+	uniform := make([][]float64, len(n.cat.nodeWeight))
+	for c, w := range n.cat.nodeWeight {
+		uniform[c] = append([]float64(nil), w...)
+	}
+	const m, p = 0.75, 3.0
+	if err := n.SetTrainingLambda(family.LambdaDist{Mix: m, Power: p}); err != nil {
+		t.Fatal(err)
+	}
+	beta := func(x, y float64) float64 { return math.Exp(mathext.Lbeta(x, y)) }
+	moment := func(a, r float64) float64 {
+		num := (1-m)*beta(a+r+1, 7-a) + m*p*beta(a+r+p, 7-a)
+		den := (1-m)*beta(a+1, 7-a) + m*p*beta(a+p, 7-a)
+		return num / den
+	}
+	for class, mk := range n.SupportMasks() {
+		a := float64(family.ActiveCount(mk[:6]))
+		m1, m2, sum := 0.0, 0.0, 0.0
+		for j, w := range n.cat.nodeWeight[class] {
+			l := n.cat.nodes[j]
+			m1 += w * l
+			m2 += w * l * l
+			sum += w
+		}
+		if want1, want2 := moment(a, 1), moment(a, 2); math.Abs(sum-1) > 1e-12 || math.Abs(m1-want1) > 1e-12 || math.Abs(m2-want2) > 1e-12 {
+			t.Fatalf("mask %s: Σw %v, E[λ] %v (want %v), E[λ²] %v (want %v)", family.MaskString(mk), sum, m1, want1, m2, want2)
+		}
+	}
+	if err := n.SetTrainingLambda(family.LambdaDist{}); err != nil {
+		t.Fatal(err)
+	}
+	for c, w := range n.cat.nodeWeight {
+		for j := range w {
+			if w[j] != uniform[c][j] {
+				t.Fatalf("class %d node %d: weight %v after resetting to U(0, 1), %v before", c, j, w[j], uniform[c][j])
+			}
+		}
+	}
+	if err := n.SetTrainingLambda(family.LambdaDist{Mix: 2, Power: 3}); err == nil {
+		t.Error("SetTrainingLambda accepted mix 2")
 	}
 }

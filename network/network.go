@@ -47,12 +47,16 @@ type Net struct {
 	layout *family.Layout
 
 	c, dmax int // components, latent dimensions
-	covDim  int // covariates per measurement of the family's designs
-	nFrac   int
-	nShared int
-	tokens  []token // parameter tokens in θ order
-	dPad    int     // largest token value size
-	compTok []int   // component → its parameter token, −1 if it has no latents
+	// trainLambda is the distribution ρ of the training simulations' λ
+	// (SetTrainingLambda), which the λ quadrature and strata of the mask
+	// loss need: p(λ | M) ∝ ρ(λ) p(M | λ). Zero value: U(0, 1).
+	trainLambda family.LambdaDist
+	covDim      int // covariates per measurement of the family's designs
+	nFrac       int
+	nShared     int
+	tokens      []token // parameter tokens in θ order
+	dPad        int     // largest token value size
+	compTok     []int   // component → its parameter token, −1 if it has no latents
 
 	// encoder
 	emb    embedder // input layer of the family's observation kind

@@ -12,8 +12,8 @@ import (
 const strataGrid = 256
 
 // fillLambdaStrata writes the J-stratum mask-loss rows of samples into b.
-// With λ ~ U(0, 1) the posterior of λ given a simulated mask is
-// p(λ | M) ∝ p(M | λ). It is tabulated as a piecewise-constant density on
+// With λ ~ ρ (U(0, 1) unless SetTrainingLambda said otherwise) the
+// posterior of λ given a simulated mask is p(λ | M) ∝ ρ(λ) p(M | λ). It is tabulated as a piecewise-constant density on
 // strataGrid cells (cell midpoints, so priors that vanish at λ = 0 or 1
 // stay finite), with CDF F. A sample's own λ has u₀ = F(λ) ~ U(0, 1) given
 // M; the strata are λ_j = F⁻¹((j + u)/J), j = 0…J−1, with u = frac(J·u₀).
@@ -32,7 +32,7 @@ func (n *Net) fillLambdaStrata(samples []family.Sample, J int, b *Batch) error {
 	cdf := make([]float64, strataGrid+1)
 	for i := range samples {
 		s := &samples[i]
-		if err := lambdaCDF(prior, s.Mask, cdf); err != nil {
+		if err := lambdaCDF(prior, n.trainLambda, s.Mask, cdf); err != nil {
 			return fmt.Errorf("network: sample %d: %w", s.Index, err)
 		}
 		u0 := evalCDF(cdf, s.Lambda)
@@ -51,15 +51,16 @@ func (n *Net) fillLambdaStrata(samples []family.Sample, J int, b *Batch) error {
 	return nil
 }
 
-// lambdaCDF tabulates the CDF of p(λ | M) ∝ p(M | λ) on [0, 1]:
+// lambdaCDF tabulates the CDF of p(λ | M) ∝ ρ(λ) p(M | λ) on [0, 1]:
 // cdf[g] = F(g/G), with the density constant on each cell (its value at
 // the cell's midpoint).
-func lambdaCDF(prior family.MaskPrior, mask []bool, cdf []float64) error {
+func lambdaCDF(prior family.MaskPrior, rho family.LambdaDist, mask []bool, cdf []float64) error {
 	G := len(cdf) - 1
 	lp := make([]float64, G)
 	mx := math.Inf(-1)
 	for g := range lp {
-		lp[g] = prior.LogProb(mask, (float64(g)+0.5)/float64(G))
+		l := (float64(g) + 0.5) / float64(G)
+		lp[g] = prior.LogProb(mask, l) + math.Log(rho.Density(l))
 		mx = max(mx, lp[g])
 	}
 	if math.IsInf(mx, -1) || math.IsNaN(mx) {

@@ -32,7 +32,7 @@ func TestLambdaCDFBeta(t *testing.T) {
 			m[i] = true
 		}
 		m[6] = true
-		if err := lambdaCDF(f.MaskPrior(), m, cdf); err != nil {
+		if err := lambdaCDF(f.MaskPrior(), family.LambdaDist{}, m, cdf); err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range []float64{0.01, 0.1, 0.33, 0.5, 0.77, 0.95} {
@@ -66,7 +66,7 @@ func TestLambdaStrataLoss(t *testing.T) {
 	}
 	cdf := make([]float64, strataGrid+1)
 	for i := range s {
-		if err := lambdaCDF(n.fam.MaskPrior(), s[i].Mask, cdf); err != nil {
+		if err := lambdaCDF(n.fam.MaskPrior(), n.trainLambda, s[i].Mask, cdf); err != nil {
 			t.Fatal(err)
 		}
 		own := false
@@ -105,5 +105,38 @@ func TestLambdaStrataLoss(t *testing.T) {
 	}
 	if math.Abs(ml-want) > 1e-5*want {
 		t.Errorf("strata mask loss %v, mean of the per-stratum losses %v", ml, want)
+	}
+}
+
+// TestLambdaCDFRho: with ρ = (1−m)·U(0, 1) + m·Beta(p, 1) the tabulated
+// CDF of p(λ | M) ∝ ρ(λ)·λ^k (1−λ)^{6−k} must match the mixture of
+// regularised incomplete beta functions
+// F(l) = [(1−m)B₁·I_l(k+1, 7−k) + m·p·B_p·I_l(k+p, 7−k)] / [(1−m)B₁ + m·p·B_p]
+// with B₁ = B(k+1, 7−k), B_p = B(k+p, 7−k). Tolerance as in
+// TestLambdaCDFBeta, doubled: ρ's factor λ^{p−1} steepens the densities
+// (|f'| ≲ 45 for p = 3).
+func TestLambdaCDFRho(t *testing.T) {
+	f := lookup(t, "lingauss-k6")
+	const m, p = 0.75, 3.0
+	rho := family.LambdaDist{Mix: m, Power: p}
+	cdf := make([]float64, strataGrid+1)
+	for k := 0; k <= 6; k++ {
+		mask := make([]bool, 7)
+		for i := range k {
+			mask[i] = true
+		}
+		mask[6] = true
+		if err := lambdaCDF(f.MaskPrior(), rho, mask, cdf); err != nil {
+			t.Fatal(err)
+		}
+		kf := float64(k)
+		b1 := math.Exp(mathext.Lbeta(kf+1, 7-kf))
+		bp := math.Exp(mathext.Lbeta(kf+p, 7-kf))
+		for _, l := range []float64{0.01, 0.1, 0.33, 0.5, 0.77, 0.95} {
+			want := ((1-m)*b1*mathext.RegIncBeta(kf+1, 7-kf, l) + m*p*bp*mathext.RegIncBeta(kf+p, 7-kf, l)) / ((1-m)*b1 + m*p*bp)
+			if got := evalCDF(cdf, l); math.Abs(got-want) > 4e-4 {
+				t.Errorf("k = %d: F(%v) = %v, want %v", k, l, got, want)
+			}
+		}
 	}
 }

@@ -92,6 +92,12 @@ type Config struct {
 	// stays the prior's. Validation always simulates from the prior. A
 	// resumed run may add, change or drop it (a fine-tune).
 	Proposal *family.FractionProposal `json:"proposal,omitempty" yaml:"proposal"`
+	// LambdaTrain is the distribution ρ of the training simulations' λ
+	// (family.LambdaDist; nil: the paper's U(0, 1)). It moves training
+	// effort towards λ near 1, where masks have more components, without
+	// changing the posterior the network learns (docs/training.md).
+	// Validation keeps U(0, 1). A resumed run may add, change or drop it.
+	LambdaTrain *family.LambdaDist `json:"lambda_train,omitempty" yaml:"lambda_train"`
 	// InitFrom, if set, is a training directory whose latest checkpoint's
 	// EMA weights initialise the network instead of random weights (a warm
 	// start: fine-tuning a trained network on another family with the same
@@ -193,6 +199,30 @@ func ParseSchedule(text string) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("schedule %q: %w", text, err)
 	}
 	return s, nil
+}
+
+// ParseLambdaTrain reads the command-line form MIX:POWER of a training λ
+// distribution (family.LambdaDist), e.g. "0.75:4", or "uniform" for the
+// paper's U(0, 1) (nil).
+func ParseLambdaTrain(text string) (*family.LambdaDist, error) {
+	if text == "uniform" {
+		return nil, nil
+	}
+	parts := strings.Split(text, ":")
+	if len(parts) != 2 {
+		return nil, fmt.Errorf("λ distribution %q: want MIX:POWER, e.g. 0.75:4, or uniform", text)
+	}
+	var d family.LambdaDist
+	var err1, err2 error
+	d.Mix, err1 = strconv.ParseFloat(parts[0], 64)
+	d.Power, err2 = strconv.ParseFloat(parts[1], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("λ distribution %q: %w", text, err)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("λ distribution %q: %w", text, err)
+	}
+	return &d, nil
 }
 
 // ParseProposal reads the command-line form SCALE:MIX of a fraction
@@ -323,6 +353,11 @@ func (c *Config) Validate(f family.Family) error {
 	}
 	if err := c.Optimizer.Schedule.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.LambdaTrain != nil {
+		if err := c.LambdaTrain.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Proposal != nil {
 		if err := c.Proposal.Validate(); err != nil {

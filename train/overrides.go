@@ -9,6 +9,10 @@ type Overrides struct {
 	// Proposal replaces the training proposal when SetProposal is set.
 	Proposal    *family.FractionProposal
 	SetProposal bool
+	// LambdaTrain replaces the training λ distribution when SetLambdaTrain
+	// is set (nil: U(0, 1)).
+	LambdaTrain    *family.LambdaDist
+	SetLambdaTrain bool
 	// Schedule replaces the learning-rate schedule.
 	Schedule *Schedule
 	// Replicas replaces the number of data-parallel replicas.
@@ -25,6 +29,9 @@ type Overrides struct {
 func (o Overrides) Apply(c *Config) {
 	if o.SetProposal {
 		c.Proposal = o.Proposal
+	}
+	if o.SetLambdaTrain {
+		c.LambdaTrain = o.LambdaTrain
 	}
 	if o.Schedule != nil {
 		c.Optimizer.Schedule = *o.Schedule

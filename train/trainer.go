@@ -337,7 +337,7 @@ func sameNumerics(a, b *Config) error {
 		c.Steps, c.Minutes, c.CPUMinutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0, 0
 		c.Prefetch, c.SimWorkers, c.Replicas = 0, 0, 0
 		c.Optimizer.Schedule = Schedule{}
-		c.Proposal = nil
+		c.Proposal, c.LambdaTrain = nil, nil
 		return json.Marshal(c)
 	}
 	ja, err := strip(*a)
@@ -349,7 +349,7 @@ func sameNumerics(a, b *Config) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	if !bytes.Equal(ja, jb) {
-		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers, replicas, the learning-rate schedule and the fraction proposal may change")
+		return errors.New("train: a resumed run keeps its configuration; only steps, minutes, checkpoint and log intervals, prefetch, sim_workers, replicas, the learning-rate schedule, the fraction proposal and lambda_train may change")
 	}
 	return nil
 }
@@ -359,6 +359,10 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 	net, err := network.New(f, cfg.Network, deriveSeed(cfg.Seed, tagInit))
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
+	}
+	var rho family.LambdaDist
+	if cfg.LambdaTrain != nil {
+		rho = *cfg.LambdaTrain
 	}
 	params := net.Params()
 	opt, err := optim.New(params.OptimParams(), cfg.Optimizer.optim())
@@ -370,6 +374,9 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 	t.reps = []replica{{net: net, g: t.g}}
 	for range cfg.replicas() - 1 {
 		r, err := net.Replica()
+		if err == nil {
+			err = r.SetTrainingLambda(rho)
+		}
 		if err != nil {
 			opt.Close()
 			return nil, fmt.Errorf("train: %w", err)
@@ -387,15 +394,23 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 		}
 		t.streams = append(t.streams, stream{
 			name:      name,
-			sim:       family.SimOptions{Seed: deriveSeed(cfg.Seed, tagTrainSim+uint64(j)), Lambda: math.NaN(), Designs: ds, Proposal: cfg.Proposal},
+			sim:       family.SimOptions{Seed: deriveSeed(cfg.Seed, tagTrainSim+uint64(j)), Lambda: math.NaN(), LambdaDist: rho, Designs: ds, Proposal: cfg.Proposal},
 			noiseSeed: deriveSeed(cfg.Seed, tagTrainNoi+uint64(j)),
 		})
 	}
+	// The validation batches are built while the network still weighs
+	// its λ quadrature for U(0, 1): validation measures the loss under the
+	// prior itself, whatever lambda_train is, so that runs with and
+	// without it compare.
 	if cfg.Validation.Size > 0 {
 		if t.val, err = buildValidation(f, net, &cfg, t.streams); err != nil {
 			opt.Close()
 			return nil, err
 		}
+	}
+	if err := net.SetTrainingLambda(rho); err != nil {
+		opt.Close()
+		return nil, fmt.Errorf("train: lambda_train: %w", err)
 	}
 	return t, nil
 }

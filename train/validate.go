@@ -21,7 +21,8 @@ func buildValidation(f family.Family, net *network.Net, cfg *Config, streams []s
 	for j, s := range streams {
 		opt := s.sim
 		opt.Seed = deriveSeed(cfg.Seed, tagValSim+uint64(j))
-		opt.Proposal = nil // validation measures the loss under the prior itself
+		opt.Proposal = nil                   // validation measures the loss under the prior itself,
+		opt.LambdaDist = family.LambdaDist{} // λ ~ U(0, 1) included
 		noise := deriveSeed(cfg.Seed, tagValNoise+uint64(j))
 		for lo := 0; lo < cfg.Validation.Size; lo += cfg.BatchSize {
 			n := min(cfg.BatchSize, cfg.Validation.Size-lo)

@@ -19,7 +19,7 @@ func init() {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--out DIR2]", stderr)
+	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--lambda-train R] [--out DIR2]", stderr)
 	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
 	specPath := addSpecFlag(fs)
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
@@ -31,6 +31,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "random seed (overrides the config's); the same seed and config give identical checkpoints")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	proposal := fs.String("proposal", "", "training proposal SCALE:MIX for families with mixing fractions: with probability MIX the fraction latents are drawn with standard deviation SCALE, losses weighted by p/r (replaces the config's; allowed with --resume, to fine-tune)")
+	lambdaTrain := fs.String("lambda-train", "", "distribution of the training simulations' λ, MIX:POWER: with probability MIX λ ~ Beta(POWER, 1), else U(0, 1); \"uniform\" for the paper's U(0, 1). Moves training towards many-component masks without changing the learnt posterior (docs/training.md); replaces the config's lambda_train, allowed with --resume")
 	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory, or from a weights file (prism export), instead of random weights (same network configuration; e.g. to fine-tune on another family with the same components)")
 	replicas := fs.Int("replicas", 0, "data-parallel replicas: each step's batch is split into this many shards trained concurrently, one per core (same results up to rounding; replaces the config's; allowed with --resume)")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
@@ -77,6 +78,12 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--proposal: %w", err)
 		}
 		ov.SetProposal = true
+	}
+	if set["lambda-train"] {
+		if ov.LambdaTrain, err = train.ParseLambdaTrain(*lambdaTrain); err != nil {
+			return fmt.Errorf("--lambda-train: %w", err)
+		}
+		ov.SetLambdaTrain = true
 	}
 	limit := ov.Apply
 
