@@ -50,7 +50,7 @@ func TestLambdaDistMoments(t *testing.T) {
 }
 
 // TestLambdaDistDensity: the density is the CDF's derivative (central
-// differences, step 1e−5: truncation error ~ h²·|ρ''| ≲ 1e−8, rounding
+// differences, step 1e−5: truncation error ~ h²·|ρ”| ≲ 1e−8, rounding
 // ~ 1e−16/h = 1e−11) and integrates to 1 (CDF(1) = 1).
 func TestLambdaDistDensity(t *testing.T) {
 	for _, d := range []LambdaDist{{}, {Mix: 0.75, Power: 4}, {Mix: 1, Power: 2.5}} {
