@@ -175,17 +175,23 @@ func TestLambdaNodesPosterior(t *testing.T) {
 	}, 1)
 	for class, m := range n.SupportMasks() {
 		a := float64(family.ActiveCount(m[:6]))
-		m1, m2, sum := 0.0, 0.0, 0.0
-		for j, w := range n.cat.nodeWeight[class] {
-			l := n.cat.nodes[j]
-			m1 += w * l
-			m2 += w * l * l
-			sum += w
-		}
+		sum, m1, m2 := nodeMoments(n, class)
 		if want1, want2 := (a+1)/8, (a+1)*(a+2)/72; math.Abs(sum-1) > 1e-12 || math.Abs(m1-want1) > 1e-12 || math.Abs(m2-want2) > 1e-12 {
 			t.Fatalf("mask %s: Σw %v, E[λ] %v (want %v), E[λ²] %v (want %v)", family.MaskString(m), sum, m1, want1, m2, want2)
 		}
 	}
+}
+
+// nodeMoments returns Σ_j w_j, Σ_j w_j λ_j and Σ_j w_j λ_j² of a class's
+// node weights.
+func nodeMoments(n *Net, class int) (sum, m1, m2 float64) {
+	for j, w := range n.cat.nodeWeight[class] {
+		l := n.cat.nodes[j]
+		sum += w
+		m1 += w * l
+		m2 += w * l * l
+	}
+	return sum, m1, m2
 }
 
 // TestCategoricalLambdaNodesLoss: with J = 4 nodes the mask loss must be
@@ -247,13 +253,7 @@ func TestLambdaNodesPosteriorRho(t *testing.T) {
 	}
 	for class, mk := range n.SupportMasks() {
 		a := float64(family.ActiveCount(mk[:6]))
-		m1, m2, sum := 0.0, 0.0, 0.0
-		for j, w := range n.cat.nodeWeight[class] {
-			l := n.cat.nodes[j]
-			m1 += w * l
-			m2 += w * l * l
-			sum += w
-		}
+		sum, m1, m2 := nodeMoments(n, class)
 		if want1, want2 := moment(a, 1), moment(a, 2); math.Abs(sum-1) > 1e-12 || math.Abs(m1-want1) > 1e-12 || math.Abs(m2-want2) > 1e-12 {
 			t.Fatalf("mask %s: Σw %v, E[λ] %v (want %v), E[λ²] %v (want %v)", family.MaskString(mk), sum, m1, want1, m2, want2)
 		}

@@ -208,19 +208,9 @@ func ParseLambdaTrain(text string) (*family.LambdaDist, error) {
 	if text == "uniform" {
 		return nil, nil
 	}
-	parts := strings.Split(text, ":")
-	if len(parts) != 2 {
-		return nil, fmt.Errorf("λ distribution %q: want MIX:POWER, e.g. 0.75:4, or uniform", text)
-	}
 	var d family.LambdaDist
-	var err1, err2 error
-	d.Mix, err1 = strconv.ParseFloat(parts[0], 64)
-	d.Power, err2 = strconv.ParseFloat(parts[1], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("λ distribution %q: %w", text, err)
-	}
-	if err := d.Validate(); err != nil {
-		return nil, fmt.Errorf("λ distribution %q: %w", text, err)
+	if err := parsePair(text, "λ distribution", "MIX:POWER, e.g. 0.75:4, or uniform", &d.Mix, &d.Power, func() error { return d.Validate() }); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }
@@ -228,21 +218,31 @@ func ParseLambdaTrain(text string) (*family.LambdaDist, error) {
 // ParseProposal reads the command-line form SCALE:MIX of a fraction
 // proposal, e.g. "2.5:0.5".
 func ParseProposal(text string) (*family.FractionProposal, error) {
-	parts := strings.Split(text, ":")
-	if len(parts) != 2 {
-		return nil, fmt.Errorf("proposal %q: want SCALE:MIX, e.g. 2.5:0.5", text)
-	}
 	var p family.FractionProposal
-	var err1, err2 error
-	p.Scale, err1 = strconv.ParseFloat(parts[0], 64)
-	p.Mix, err2 = strconv.ParseFloat(parts[1], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("proposal %q: %w", text, err)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("proposal %q: %w", text, err)
+	if err := parsePair(text, "proposal", "SCALE:MIX, e.g. 2.5:0.5", &p.Scale, &p.Mix, func() error { return p.Validate() }); err != nil {
+		return nil, err
 	}
 	return &p, nil
+}
+
+// parsePair reads text of the form A:B into *a and *b and then runs
+// validate (which sees the new values); errors name what and the expected
+// form.
+func parsePair(text, what, form string, a, b *float64, validate func() error) error {
+	parts := strings.Split(text, ":")
+	if len(parts) != 2 {
+		return fmt.Errorf("%s %q: want %s", what, text, form)
+	}
+	var err1, err2 error
+	*a, err1 = strconv.ParseFloat(parts[0], 64)
+	*b, err2 = strconv.ParseFloat(parts[1], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("%s %q: %w", what, text, err)
+	}
+	if err := validate(); err != nil {
+		return fmt.Errorf("%s %q: %w", what, text, err)
+	}
+	return nil
 }
 
 func (s Schedule) validate() error {
