@@ -69,11 +69,3 @@ func (d LambdaDist) CDF(lambda float64) float64 {
 	}
 	return (1-d.Mix)*lambda + d.Mix*math.Pow(lambda, d.Power)
 }
-
-// String is the command-line form MIX:POWER ("uniform" for U(0, 1)).
-func (d LambdaDist) String() string {
-	if d.Uniform() {
-		return "uniform"
-	}
-	return fmt.Sprintf("%g:%g", d.Mix, d.Power)
-}

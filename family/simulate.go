@@ -119,8 +119,8 @@ func SampleRNG(seed, index uint64) *rand.Rand {
 // for every i, in parallel over GOMAXPROCS goroutines. Sample i draws, from
 // SampleRNG(opt.Seed, start+i) and in this order: λ (when opt.Lambda is
 // NaN, from opt.LambdaDist), the mask from f.MaskPrior, θ ~ N(0, I_DMax)
-// on all dimensions, the design, and the observation noise (f.Simulate); a Canonicalizer family
-// relabels (θ, mask) before the design is drawn. The result therefore does
+// on all dimensions, the design, and the observation noise (f.Simulate);
+// a Canonicalizer family relabels (θ, mask) before the design is drawn. The result therefore does
 // not depend on thread timing or on how a stream is split into batches.
 //
 // Slices already present in out are reused when their capacity suffices,

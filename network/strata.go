@@ -13,10 +13,11 @@ const strataGrid = 256
 
 // fillLambdaStrata writes the J-stratum mask-loss rows of samples into b.
 // With λ ~ ρ (U(0, 1) unless SetTrainingLambda said otherwise) the
-// posterior of λ given a simulated mask is p(λ | M) ∝ ρ(λ) p(M | λ). It is tabulated as a piecewise-constant density on
-// strataGrid cells (cell midpoints, so priors that vanish at λ = 0 or 1
-// stay finite), with CDF F. A sample's own λ has u₀ = F(λ) ~ U(0, 1) given
-// M; the strata are λ_j = F⁻¹((j + u)/J), j = 0…J−1, with u = frac(J·u₀).
+// posterior of λ given a simulated mask is p(λ | M) ∝ ρ(λ) p(M | λ). It
+// is tabulated as a piecewise-constant density on strataGrid cells (cell
+// midpoints, so priors that vanish at λ = 0 or 1 stay finite), with CDF
+// F. A sample's own λ has u₀ = F(λ) ~ U(0, 1) given M; the strata are
+// λ_j = F⁻¹((j + u)/J), j = 0…J−1, with u = frac(J·u₀).
 // Given M, u ~ U(0, 1), so each λ_j is an exact draw from (the tabulated)
 // p(λ | M) and the mean over the strata is an unbiased, stratified
 // estimate of E[loss | M, x]: the minimiser of the loss is unchanged, its

@@ -374,9 +374,6 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 	t.reps = []replica{{net: net, g: t.g}}
 	for range cfg.replicas() - 1 {
 		r, err := net.Replica()
-		if err == nil {
-			err = r.SetTrainingLambda(rho)
-		}
 		if err != nil {
 			opt.Close()
 			return nil, fmt.Errorf("train: %w", err)
@@ -408,9 +405,11 @@ func build(cfg Config, f family.Family, dir string, opts Options) (*Trainer, err
 			return nil, err
 		}
 	}
-	if err := net.SetTrainingLambda(rho); err != nil {
-		opt.Close()
-		return nil, fmt.Errorf("train: lambda_train: %w", err)
+	for _, r := range t.reps { // reps[0] is net
+		if err := r.net.SetTrainingLambda(rho); err != nil {
+			opt.Close()
+			return nil, fmt.Errorf("train: lambda_train: %w", err)
+		}
 	}
 	return t, nil
 }

@@ -48,13 +48,16 @@ func reportGFLOPS(b *testing.B, flops float64, start float64) {
 	}
 }
 
-func BenchmarkSgemm(b *testing.B) {
-	b.Run("own", func(b *testing.B) { benchSgemm(b) })
+func BenchmarkSgemm(b *testing.B) { benchOwnAndOpenBLAS(b, benchSgemm) }
+
+// benchOwnAndOpenBLAS runs bench as sub-benchmark "own" and, with cgo,
+// again as "openblas" with the own kernel switched off, for comparison.
+func benchOwnAndOpenBLAS(b *testing.B, bench func(*testing.B)) {
+	b.Run("own", bench)
 	if Backend == "c" {
-		// The same products with OpenBLAS only, for comparison.
 		b.Run("openblas", func(b *testing.B) {
 			defer setOwnGemm(setOwnGemm(false))
-			benchSgemm(b)
+			bench(b)
 		})
 	}
 }
@@ -96,29 +99,19 @@ func benchSgemm(b *testing.B) {
 // batch and an inference chunk. Since n > 1024 went to the own kernel
 // (batch-independent rows) this compares it with OpenBLAS on that shape.
 func BenchmarkSgemmWideHead(b *testing.B) {
-	for _, own := range []bool{true, false} {
-		if !own && Backend != "c" {
-			continue
+	benchOwnAndOpenBLAS(b, func(b *testing.B) {
+		const k, n = 768, 2048
+		for _, m := range []int{32, 1000} {
+			x, w, y := benchBuf(m*k), benchBuf(k*n), benchBuf(m*n)
+			b.Run(fmt.Sprintf("fwd_M%d_K%d_N%d", m, k, n), func(b *testing.B) {
+				c0 := cpuStart()
+				for b.Loop() {
+					Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
+				}
+				reportGFLOPS(b, 2*float64(m*n*k), c0)
+			})
 		}
-		name := "own"
-		if !own {
-			name = "openblas"
-		}
-		b.Run(name, func(b *testing.B) {
-			defer setOwnGemm(setOwnGemm(own))
-			const k, n = 768, 2048
-			for _, m := range []int{32, 1000} {
-				x, w, y := benchBuf(m*k), benchBuf(k*n), benchBuf(m*n)
-				b.Run(fmt.Sprintf("fwd_M%d_K%d_N%d", m, k, n), func(b *testing.B) {
-					c0 := cpuStart()
-					for b.Loop() {
-						Sgemm(false, false, m, n, k, 1, x, k, w, n, 0, y, n)
-					}
-					reportGFLOPS(b, 2*float64(m*n*k), c0)
-				})
-			}
-		})
-	}
+	})
 }
 
 // BenchmarkSgemmPeak measures the machine's sgemm peak on a large square
