@@ -55,6 +55,15 @@ type FitSettings struct {
 	// voxel besides the classes the network gives ≥ CorrectMinQ (0: only
 	// those; docs/dmri.md).
 	CorrectAlways int `json:"correct_always,omitempty"`
+	// CorrectLambda (model-selection fits with a correction, 0: off):
+	// also correct the classes that hold ≥ CorrectMinQ of the network's
+	// q(M | x, CorrectLambda). A network learns the log-evidence gap
+	// between nested models only as wide as its training prior needs,
+	// which for many-compartment models is at λ near 1; at the fit's λ it
+	// then leaves them out of the candidates even where the exact evidence
+	// favours them by hundreds of nats. Its ranking at a λ near 1 still
+	// proposes them, at the cost of one SMC run per class (docs/dmri.md).
+	CorrectLambda float64 `json:"correct_lambda,omitempty"`
 	// Mixture draws the joint samples' models from the whole q(M | x, λ)
 	// (model averaging over fibre counts). By default (false) they are
 	// drawn from q restricted to the models with the most probable number
@@ -140,6 +149,8 @@ func (s FitSettings) Validate() error {
 		return fmt.Errorf("dmri: %d correction particles, want ≥ 2", s.CorrectParticles)
 	case s.CorrectAlways < 0:
 		return fmt.Errorf("dmri: --correct-always %d, want ≥ 0", s.CorrectAlways)
+	case s.CorrectLambda != 0 && !(s.CorrectLambda > 0 && s.CorrectLambda < 1):
+		return fmt.Errorf("dmri: --correct-lambda %v, want 0 (off) or 0 < λ < 1", s.CorrectLambda)
 	}
 	if _, err := correct.ParseMethod(s.Correct); err != nil && s.Correct != CorrectAuto {
 		return fmt.Errorf("dmri: %w (or %s)", err, CorrectAuto)

@@ -142,7 +142,20 @@ type NetworkLOOSettings struct {
 	// BatchSize is the number of voxels per network call, rounded up to a
 	// multiple of ⌊256/Samples⌋; results do not depend on it.
 	BatchSize int `json:"batch_size"`
+	// Correct ("" or "none": the network alone; "smc" or "is") is the
+	// correction of a model-selection fit, with CorrectParticles,
+	// CorrectAlways and CorrectLambda as in FitSettings: each held-out
+	// prediction then averages joint samples of the corrected posterior
+	// given the other volumes, drawn as `dmri fit --correct` draws them
+	// (SelectFitter).
+	Correct          string  `json:"correct,omitempty"`
+	CorrectParticles int     `json:"correct_particles,omitempty"`
+	CorrectAlways    int     `json:"correct_always,omitempty"`
+	CorrectLambda    float64 `json:"correct_lambda,omitempty"`
 }
+
+// corrected reports whether set asks for a correction.
+func (set NetworkLOOSettings) corrected() bool { return set.Correct != "" && set.Correct != "none" }
 
 // DefaultNetworkLOOSettings: λ 0.3 and the ODE settings of `dmri fit`,
 // 16 joint samples per voxel and held-out volume.
@@ -165,6 +178,9 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 	solver, err := posterior.ParseSolver(set.Solver)
 	if err != nil {
 		return nil, fmt.Errorf("dmri: %w", err)
+	}
+	if set.corrected() {
+		return correctedLOO(ctx, p, s, held, set, progress)
 	}
 	f := p.Family()
 	N, H, nv := s.Design.N, len(held), len(s.Voxels)
@@ -210,6 +226,61 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 		}()
 		if err != nil {
 			return n, fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
+		}
+		return n, nil
+	}, progress)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// correctedLOO is NetworkLOO with a correction: per held-out volume j, a
+// model-selection fit (SelectFitter, seed set.Seed ^ (j+1)<<40) of the
+// scan without volume j draws set.Samples joint samples per voxel from the
+// corrected posterior, and their mean noise-free signal at volume j is
+// the prediction.
+func correctedLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int, set NetworkLOOSettings, progress func(done int)) (*LOO, error) {
+	f := p.Family()
+	N, H, nv := s.Design.N, len(held), len(s.Voxels)
+	fits := make([]*SelectFitter, H)
+	sels := make([]*Selection, H)
+	for h, j := range held {
+		fs := DefaultFitSettings()
+		fs.Lambda, fs.Samples, fs.Steps, fs.Solver = set.Lambda, set.Samples, set.Steps, set.Solver
+		fs.Seed, fs.BatchSize = set.Seed^(uint64(j+1)<<40), set.BatchSize
+		fs.Correct, fs.CorrectParticles, fs.CorrectAlways, fs.CorrectLambda = set.Correct, set.CorrectParticles, set.CorrectAlways, set.CorrectLambda
+		ft, err := NewSelectFitter(p, fs)
+		if err != nil {
+			return nil, err
+		}
+		fits[h], sels[h] = ft, ft.newSelection(nv, N-1)
+	}
+	l := &LOO{Method: "network", Held: held, Pred: make([]float64, nv*H)}
+	size := set.BatchSize
+	nb := (nv + size - 1) / size
+	err := parallelJobs(ctx, nb*H, func(i int) (int, error) {
+		h, start := i/nb, i%nb*size
+		j := held[h]
+		n := min(size, nv-start)
+		d := dropVolume(s.Design, j)
+		obs := make([]posterior.Observation, n)
+		for v := range obs {
+			g := start + v
+			obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
+		}
+		masks, ts, err := fits[h].jointSamples(obs, s.Voxels[start:start+n], start, sels[h])
+		if err != nil {
+			return n, fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
+		}
+		pred := make([]float64, N)
+		for v := range n {
+			var sum float64
+			for k := range masks[v] {
+				f.Forward(s.Design, ts[v][k], masks[v][k], pred)
+				sum += pred[j]
+			}
+			l.Pred[(start+v)*H+h] = sum / float64(len(masks[v]))
 		}
 		return n, nil
 	}, progress)

@@ -103,7 +103,11 @@ func RunLOOCV(ctx context.Context, scan *Scan, held []int, set LOOCVSettings, po
 		info.Timings["network"] = time.Since(t1).Seconds()
 		netErr := nl.RMSE(scan)
 		maps["loo_rmse_network"] = netErr
-		rep.Methods = append(rep.Methods, SummariseLOO("network ("+set.Family+")", netErr, wm))
+		name := "network (" + set.Family + ")"
+		if set.Network.corrected() {
+			name = "network (" + set.Family + ", --correct " + set.Network.Correct + ")"
+		}
+		rep.Methods = append(rep.Methods, SummariseLOO(name, netErr, wm))
 		var better, wmBetter, n, wmN int
 		var diffs []float64
 		for v := range netErr {

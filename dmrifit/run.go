@@ -88,22 +88,23 @@ type RunSettings struct {
 // stateKey identifies a fit for resuming: everything that changes the
 // numbers (not the batch size, which does not).
 type stateKey struct {
-	Lambda     float64 `json:"lambda"`
-	Samples    int     `json:"samples"`
-	Steps      int     `json:"steps"`
-	Solver     string  `json:"solver"`
-	ESSSamples int     `json:"ess_samples"`
-	Seed       uint64  `json:"seed"`
-	Weights    string  `json:"weights_sha256"`
-	Data       string  `json:"data_sha256"`
-	Voxels     int     `json:"voxels"`
-	Correct    string  `json:"correct,omitempty"`
-	Particles  int     `json:"correct_particles,omitempty"`
-	Always     int     `json:"correct_always,omitempty"`
-	Mixture    bool    `json:"mixture,omitempty"`
-	Refine     int     `json:"refine,omitempty"`
-	RefineMALA int     `json:"refine_mala,omitempty"`
-	Output     int     `json:"output_version"`
+	Lambda        float64 `json:"lambda"`
+	Samples       int     `json:"samples"`
+	Steps         int     `json:"steps"`
+	Solver        string  `json:"solver"`
+	ESSSamples    int     `json:"ess_samples"`
+	Seed          uint64  `json:"seed"`
+	Weights       string  `json:"weights_sha256"`
+	Data          string  `json:"data_sha256"`
+	Voxels        int     `json:"voxels"`
+	Correct       string  `json:"correct,omitempty"`
+	Particles     int     `json:"correct_particles,omitempty"`
+	Always        int     `json:"correct_always,omitempty"`
+	CorrectLambda float64 `json:"correct_lambda,omitempty"`
+	Mixture       bool    `json:"mixture,omitempty"`
+	Refine        int     `json:"refine,omitempty"`
+	RefineMALA    int     `json:"refine_mala,omitempty"`
+	Output        int     `json:"output_version"`
 }
 
 // StateKey is the key of the resumable state of a fit of scan with the
@@ -114,7 +115,7 @@ func StateKey(s FitSettings, weights string, scan *Scan) ([]byte, error) {
 	k := stateKey{Lambda: s.Lambda, Samples: s.Samples, Steps: s.Steps, Solver: s.Solver, ESSSamples: s.ESSSamples, Seed: s.Seed,
 		Weights: weights, Data: scan.Hash(), Voxels: len(scan.Voxels), Mixture: s.Mixture, Refine: s.Refine, RefineMALA: s.RefineMALA, Output: OutputVersion}
 	if c := correctKey(s.Correct); c != "" {
-		k.Correct, k.Particles, k.Always = c, s.CorrectParticles, s.CorrectAlways
+		k.Correct, k.Particles, k.Always, k.CorrectLambda = c, s.CorrectParticles, s.CorrectAlways, s.CorrectLambda
 	}
 	return json.Marshal(k)
 }
@@ -447,6 +448,9 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	if c := correctKey(s.Correct); c != "" {
 		r.logf("--correct %s: %d particles per model class, classes with q ≥ %v and the MAP model's, and every model of ≤ %d compartments (--correct-always)",
 			c, ft.cs.Particles, CorrectMinQ, s.CorrectAlways)
+		if s.CorrectLambda > 0 {
+			r.logf("--correct %s: also the classes with q ≥ %v at λ %v (--correct-lambda)", c, CorrectMinQ, s.CorrectLambda)
+		}
 	}
 
 	all, writeStart, err := fitAndWrite(r, resumed,

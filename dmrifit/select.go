@@ -269,76 +269,11 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 	for v := range obs {
 		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
 	}
-	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
-	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	masks, ts, err := ft.jointSamples(obs, s.Voxels[start:start+n], start, a)
 	if err != nil {
-		return fmt.Errorf("dmri: model posterior: %w", err)
+		return err
 	}
-	M, C, K, S := len(ft.Models), a.Components, len(ft.Classes), a.Samples
-	probs := make([][]float32, n)
-	for v := range n {
-		probs[v] = make([]float32, M)
-		a.ModelMass[start+v] = float32(normalise(lq[v], probs[v]))
-	}
-	so := ft.so
-	so.Options = opt
-	var (
-		masks [][][]bool
-		ts    [][][]float64
-	)
-	if ft.cs.Method != correct.None {
-		if masks, ts, err = ft.correctBatch(obs, so, probs, a, start); err != nil {
-			return err
-		}
-	}
-	for v := range n {
-		g := start + v
-		p := probs[v]
-		if a.ModelProb != nil {
-			copy(a.ModelProb[g*M:(g+1)*M], p)
-		}
-		best := 0
-		comp := a.CompProb[g*C : (g+1)*C]
-		class := a.ClassProb[g*K : (g+1)*K]
-		for m, q := range p {
-			if q > p[best] {
-				best = m
-			}
-			mk := ft.masks[m]
-			for k, on := range mk {
-				if on {
-					comp[k] += q
-				}
-			}
-			for c, cl := range ft.Classes {
-				for _, k := range cl.Components {
-					if mk[k] {
-						class[c] += q
-						break
-					}
-				}
-			}
-		}
-		a.MAP[g], a.MAPProb[g] = int32(best), p[best]
-	}
-	if ft.cs.Method == correct.None {
-		masks = make([][][]bool, n)
-		for v := range n {
-			r := rand.New(rand.NewPCG(ft.set.Seed^selectStreamTag, uint64(s.Voxels[start+v])))
-			masks[v] = make([][]bool, S)
-			for j := range S {
-				masks[v][j] = ft.masks[drawCategorical(r, probs[v])]
-			}
-		}
-		sets, err := ft.post.SampleTheta(obs, masks, so)
-		if err != nil {
-			return fmt.Errorf("dmri: parameter posterior: %w", err)
-		}
-		ts = make([][][]float64, n)
-		for v := range n {
-			ts[v] = sets[v].Theta
-		}
-	}
+	S := a.Samples
 	pred := make([]float64, N)
 	mean := make([]float64, N)
 	nst := len(ft.Sticks)
@@ -394,6 +329,88 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 		a.PPRMSE[g] = float32(math.Sqrt(ss / float64(N)))
 	}
 	return nil
+}
+
+// jointSamples computes the model posterior of the voxels obs (positions
+// start, start+1, … of the fitted voxels, grid indices ids) into a's
+// per-voxel maps (model mass, MAP, component and class probabilities,
+// with a correction its diagnostics) and returns a.Samples joint
+// posterior draws (mask, latent θ) per voxel: from the corrected
+// posterior with a correction, else M from the network's q(M | x, λ) over
+// the model list and θ ~ q(θ | M, x).
+func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, start int, a *Selection) ([][][]bool, [][][]float64, error) {
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	M, C, K, S := len(ft.Models), a.Components, len(ft.Classes), a.Samples
+	n := len(obs)
+	probs := make([][]float32, n)
+	for v := range n {
+		probs[v] = make([]float32, M)
+		a.ModelMass[start+v] = float32(normalise(lq[v], probs[v]))
+	}
+	so := ft.so
+	so.Options = opt
+	var (
+		masks [][][]bool
+		ts    [][][]float64
+	)
+	if ft.cs.Method != correct.None {
+		if masks, ts, err = ft.correctBatch(obs, so, probs, a, start); err != nil {
+			return nil, nil, err
+		}
+	}
+	for v := range n {
+		g := start + v
+		p := probs[v]
+		if a.ModelProb != nil {
+			copy(a.ModelProb[g*M:(g+1)*M], p)
+		}
+		best := 0
+		comp := a.CompProb[g*C : (g+1)*C]
+		class := a.ClassProb[g*K : (g+1)*K]
+		for m, q := range p {
+			if q > p[best] {
+				best = m
+			}
+			mk := ft.masks[m]
+			for k, on := range mk {
+				if on {
+					comp[k] += q
+				}
+			}
+			for c, cl := range ft.Classes {
+				for _, k := range cl.Components {
+					if mk[k] {
+						class[c] += q
+						break
+					}
+				}
+			}
+		}
+		a.MAP[g], a.MAPProb[g] = int32(best), p[best]
+	}
+	if ft.cs.Method == correct.None {
+		masks = make([][][]bool, n)
+		for v := range n {
+			r := rand.New(rand.NewPCG(ft.set.Seed^selectStreamTag, uint64(ids[v])))
+			masks[v] = make([][]bool, S)
+			for j := range S {
+				masks[v][j] = ft.masks[drawCategorical(r, probs[v])]
+			}
+		}
+		sets, err := ft.post.SampleTheta(obs, masks, so)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dmri: parameter posterior: %w", err)
+		}
+		ts = make([][][]float64, n)
+		for v := range n {
+			ts[v] = sets[v].Theta
+		}
+	}
+	return masks, ts, nil
 }
 
 // SelectionSidecar is selection.json, the key to the maps of a

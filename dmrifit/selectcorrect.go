@@ -95,16 +95,25 @@ func selectClass(m []bool, groups [][]int) string {
 
 // correctBatch corrects the voxels obs (the scan's voxels start, start+1,
 // …): the candidates of voxel v are the models of every class holding at
-// least CorrectMinQ of the network's probabilities probs[v], of the
-// network's most probable model's class, and of the classes corrected in
-// every voxel (FitSettings.CorrectAlways). It overwrites probs[v] with
+// least CorrectMinQ of the network's probabilities probs[v] (or of its
+// q(M | x, FitSettings.CorrectLambda)), of the network's most probable
+// model's class, and of the classes corrected in every voxel
+// (FitSettings.CorrectAlways). It overwrites probs[v] with
 // the corrected model posterior (0 outside the candidates), fills a's
 // correction maps, and returns S joint samples (masks, latent θ) per
 // voxel from the corrected posteriors.
 func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.SampleOptions, probs [][]float32, a *Selection, start int) ([][][]bool, [][][]float64, error) {
 	n, M := len(obs), len(ft.Models)
+	var hi [][]float64 // q(M | x, CorrectLambda), nil without
+	if ft.set.CorrectLambda > 0 {
+		var err error
+		if hi, err = ft.post.LogProbMasks(obs, ft.set.CorrectLambda, [][][]bool{ft.masks}, so.Options); err != nil {
+			return nil, nil, fmt.Errorf("dmri: model posterior at the candidates' λ: %w", err)
+		}
+	}
 	cands := make([][][]bool, n)
 	pos := make([][]int, n)
+	ph := make([]float32, M)
 	for v := range n {
 		p := probs[v]
 		byClass := map[string]float64{}
@@ -115,9 +124,17 @@ func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.S
 				best = m
 			}
 		}
+		byClassHi := map[string]float64{}
+		if hi != nil {
+			normalise(hi[v], ph)
+			for m := range M {
+				byClassHi[ft.class[m]] += float64(ph[m])
+			}
+		}
 		classes := map[string]bool{}
 		for m := range M {
-			if byClass[ft.class[m]] >= CorrectMinQ || ft.class[m] == ft.class[best] || ft.always[m] {
+			c := ft.class[m]
+			if byClass[c] >= CorrectMinQ || byClassHi[c] >= CorrectMinQ || c == ft.class[best] || ft.always[m] {
 				cands[v] = append(cands[v], ft.masks[m])
 				pos[v] = append(pos[v], m)
 				classes[ft.class[m]] = true

@@ -120,3 +120,73 @@ func TestSelectionPhantomCorrected(t *testing.T) {
 		t.Errorf("%v of 4 phantom voxels right with the true class among the candidates, want all", right)
 	}
 }
+
+// TestSelectCorrectLambda: --correct-lambda adds to every voxel's
+// candidates the classes holding ≥ CorrectMinQ of q(M | x, λc): the
+// number of classes corrected equals the union, counted here from the
+// network's model probabilities at both λ, of those classes, the MAP
+// model's class and nothing else (CorrectAlways 0); with λc equal to the
+// fit's λ the union is the fit's own candidate set.
+func TestSelectCorrectLambda(t *testing.T) {
+	net := smallBSZT(t)
+	perturb(net, 3)
+	post := posterior.New(net)
+	scan, err := LoadScan(writeSynthetic(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nv, lambda = 2, 0.3
+	scan.Voxels = scan.Voxels[:nv]
+	scan.Signal = scan.Signal[:nv*scan.Design.N]
+	N := scan.Design.N
+	obs := make([]posterior.Observation, nv)
+	for v := range obs {
+		obs[v] = posterior.Observation{Design: scan.Design, X: scan.Signal[v*N : (v+1)*N]}
+	}
+	for _, lc := range []float64{0.95, lambda} {
+		set := FitSettings{Lambda: lambda, Samples: 2, Steps: 2, Solver: "ab2", Seed: 5, BatchSize: nv, Correct: "smc", CorrectParticles: 8, CorrectLambda: lc}
+		ft, err := NewSelectFitter(post, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ft.Fit(context.Background(), scan, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lq, err := post.LogProbMasks(obs, lambda, [][][]bool{ft.masks}, posterior.Options{Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lh, err := post.LogProbMasks(obs, lc, [][][]bool{ft.masks}, posterior.Options{Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := range nv {
+			classes := map[string]bool{}
+			for _, l := range [][]float64{lq[v], lh[v]} {
+				p := make([]float32, len(l))
+				normalise(l, p)
+				byClass := map[string]float64{}
+				for m, q := range p {
+					byClass[ft.class[m]] += float64(q)
+				}
+				for c, q := range byClass {
+					if q >= CorrectMinQ {
+						classes[c] = true
+					}
+				}
+			}
+			best := 0
+			for m, l := range lq[v] {
+				if l > lq[v][best] {
+					best = m
+				}
+			}
+			classes[ft.class[best]] = true
+			t.Logf("λc %v, voxel %d: %d classes corrected", lc, v, int(a.CorrClasses[v]))
+			if got := int(a.CorrClasses[v]); got != len(classes) {
+				t.Errorf("λc %v, voxel %d: %d classes corrected, want %d", lc, v, got, len(classes))
+			}
+		}
+	}
+}

@@ -19,7 +19,8 @@ are never held out, they normalise the signal) is left out in turn, the
 methods are fitted to the remaining volumes, and they predict the left-out
 b0-normalised signal. Methods: the diffusion tensor (package dti, OLS + WLS)
 always; with --checkpoint/--model also the network's model-averaged
-posterior predictive (M ~ q(M | x, λ), θ ~ q(θ | M, x)). Writes per-voxel
+posterior predictive (M ~ q(M | x, λ), θ ~ q(θ | M, x); with --correct,
+of the corrected posterior as in ` + "`dmri fit --correct`" + `). Writes per-voxel
 LOOCV RMSE maps loo_rmse_dti and loo_rmse_network, wm_mask (FA ≥ --fa-wm of
 the full-data tensor fit), loocv.json (median and mean over all and over
 white-matter voxels, the share of voxels where the network is better) and
@@ -46,6 +47,10 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&set.Solver, "solver", def.Solver, "ODE solver: ab2, heun or dpm2m")
 	fs.Uint64Var(&set.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&set.BatchSize, "batch", def.BatchSize, "voxels per network call (results do not depend on it)")
+	fs.StringVar(&set.Correct, "correct", "none", "model-selection networks (bszt, …): predict from the corrected posterior, as `dmri fit --correct`: none, is or smc")
+	fs.IntVar(&set.CorrectParticles, "correct-particles", 0, "with --correct smc: particles per SMC run (0: as `dmri fit`)")
+	fs.IntVar(&set.CorrectAlways, "correct-always", 0, "with --correct: also correct, in every voxel, the models with at most this many active compartments")
+	fs.Float64Var(&set.CorrectLambda, "correct-lambda", 0, "with --correct: also correct the classes the network gives ≥ 1 % at this λ (0: off)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,6 +72,8 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lambda %v: want 0 < λ < 1", set.Lambda)
 	case set.Samples < 1 || set.Steps < 1 || set.BatchSize < 1:
 		return fmt.Errorf("--samples, --steps and --batch must be ≥ 1")
+	case set.Correct != "none" && !net.given():
+		return fmt.Errorf("--correct %s needs a network (--checkpoint or --model)", set.Correct)
 	}
 
 	start := time.Now()

@@ -25,6 +25,7 @@ type selectPhantomReport struct {
 	Correct          string                  `json:"correct,omitempty"`
 	CorrectParticles int                     `json:"correct_particles,omitempty"`
 	CorrectAlways    int                     `json:"correct_always,omitempty"`
+	CorrectLambda    float64                 `json:"correct_lambda,omitempty"`
 	Classes          []dmrifit.PhantomResult `json:"classes"`
 	Overall          float64                 `json:"right_overall"`
 }
@@ -53,6 +54,7 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&fit.Correct, "correct", "none", "classify with the corrected model posterior, as `dmri fit --correct`: none, is or smc")
 	fs.IntVar(&fit.CorrectParticles, "correct-particles", 0, "with --correct smc: particles per SMC run, one run per model class and voxel (0: dmrifit.SelectParticles, 64)")
 	fs.IntVar(&fit.CorrectAlways, "correct-always", 0, "with --correct: also correct, in every voxel, the models with at most this many active compartments (0: only the classes the network gives ≥ 1 %)")
+	fs.Float64Var(&fit.CorrectLambda, "correct-lambda", 0, "with --correct: also correct the classes the network gives ≥ 1 % at this λ (0: off)")
 	fs.IntVar(&fit.Samples, "samples", 4, "with --correct: joint samples drawn per voxel (not used by the report)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,7 +94,7 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	}
 	rep := selectPhantomReport{Family: post.Family().Name(), Network: net.source(), Protocol: *bval, SNR: *snr, Lambda: *lambda, Seed: *seed, Classes: res}
 	if fit.Correct != "none" && fit.Correct != "" {
-		rep.Correct, rep.CorrectParticles, rep.CorrectAlways = fit.Correct, fit.CorrectParticles, fit.CorrectAlways
+		rep.Correct, rep.CorrectParticles, rep.CorrectAlways, rep.CorrectLambda = fit.Correct, fit.CorrectParticles, fit.CorrectAlways, fit.CorrectLambda
 		for _, r := range res {
 			fmt.Fprintf(stderr, "%s: --correct %s over %.1f model classes per voxel, failed in %d of %d voxels\n", r.Class, fit.Correct, r.CorrectClasses, r.CorrectFailed, r.N)
 		}
