@@ -61,7 +61,7 @@ func TestDMRILOOCV(t *testing.T) {
 	if m := quantile.Median(vals); math.Abs(rep.Methods[0].Median-m) > 1e-12 {
 		t.Errorf("summary median %v, maps %v", rep.Methods[0].Median, m)
 	}
-	for _, bad := range [][]string{{"--volumes", "-1"}, {"--fa-wm", "2"}, {"--lambda", "1"}} {
+	for _, bad := range [][]string{{"--volumes", "-1"}, {"--fa-wm", "2"}, {"--lambda", "1"}, {"--correct", "smc"}} {
 		o := filepath.Join(dir, "bad")
 		a := append(append(append([]string{"dmri", "loocv"}, flags...), bad...), "--out", o)
 		code, _, errs := prism(a...)
