@@ -196,12 +196,7 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 		h, start := i/nb, i%nb*size
 		j := held[h]
 		n := min(size, nv-start)
-		d := dropVolume(s.Design, j)
-		obs := make([]posterior.Observation, n)
-		for v := range obs {
-			g := start + v
-			obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
-		}
+		obs := heldOutObs(s, j, start, n)
 		// Streams: per held-out volume and voxel position.
 		opt := posterior.Options{Seed: set.Seed ^ (uint64(j+1) << 40), Offset: uint64(start)}
 		err := func() error {
@@ -215,12 +210,7 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 			}
 			pred := make([]float64, N)
 			for v := range n {
-				var sum float64
-				for k := range set.Samples {
-					f.Forward(s.Design, ts[v].Theta[k], masks[v][k], pred)
-					sum += pred[j]
-				}
-				l.Pred[(start+v)*H+h] = sum / float64(set.Samples)
+				l.Pred[(start+v)*H+h] = meanAt(f, s.Design, masks[v], ts[v].Theta, j, pred)
 			}
 			return nil
 		}()
@@ -263,24 +253,14 @@ func correctedLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []i
 		h, start := i/nb, i%nb*size
 		j := held[h]
 		n := min(size, nv-start)
-		d := dropVolume(s.Design, j)
-		obs := make([]posterior.Observation, n)
-		for v := range obs {
-			g := start + v
-			obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
-		}
+		obs := heldOutObs(s, j, start, n)
 		masks, ts, err := fits[h].jointSamples(obs, s.Voxels[start:start+n], start, sels[h])
 		if err != nil {
 			return n, fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
 		}
 		pred := make([]float64, N)
 		for v := range n {
-			var sum float64
-			for k := range masks[v] {
-				f.Forward(s.Design, ts[v][k], masks[v][k], pred)
-				sum += pred[j]
-			}
-			l.Pred[(start+v)*H+h] = sum / float64(len(masks[v]))
+			l.Pred[(start+v)*H+h] = meanAt(f, s.Design, masks[v], ts[v], j, pred)
 		}
 		return n, nil
 	}, progress)
@@ -288,6 +268,31 @@ func correctedLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []i
 		return nil, err
 	}
 	return l, nil
+}
+
+// heldOutObs returns the observations of voxels [start, start+n) of s
+// without volume j.
+func heldOutObs(s *Scan, j, start, n int) []posterior.Observation {
+	N := s.Design.N
+	d := dropVolume(s.Design, j)
+	obs := make([]posterior.Observation, n)
+	for v := range obs {
+		g := start + v
+		obs[v] = posterior.Observation{Design: d, X: dropValue(nil, s.Signal[g*N:(g+1)*N], j)}
+	}
+	return obs
+}
+
+// meanAt returns the mean over the joint samples (masks[k], theta[k]) of
+// f's noise-free signal at measurement j of d; pred (length d.N) is
+// scratch.
+func meanAt(f family.Family, d family.Design, masks [][]bool, theta [][]float64, j int, pred []float64) float64 {
+	var sum float64
+	for k := range masks {
+		f.Forward(d, theta[k], masks[k], pred)
+		sum += pred[j]
+	}
+	return sum / float64(len(masks))
 }
 
 // LOOSummary summarises a method's per-voxel LOOCV errors.

@@ -17,16 +17,7 @@ import (
 // voxel's random streams depend on the seed and its position only), and
 // its maps are in range.
 func TestSelectCorrectInvariance(t *testing.T) {
-	net := smallBSZT(t)
-	perturb(net, 3)
-	post := posterior.New(net)
-	scan, err := LoadScan(writeSynthetic(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const nv = 12
-	scan.Voxels = scan.Voxels[:nv]
-	scan.Signal = scan.Signal[:nv*scan.Design.N]
+	post, scan := perturbedBSZTScan(t, 12)
 	procs := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(procs)
 	var ref *Selection
@@ -50,6 +41,21 @@ func TestSelectCorrectInvariance(t *testing.T) {
 			t.Errorf("batch %d at GOMAXPROCS %d: the selection differs from batch 12 at GOMAXPROCS 2", r.batch, r.procs)
 		}
 	}
+}
+
+// perturbedBSZTScan returns a small bszt network with perturbed weights
+// (perturb seed 3) and the first nv voxels of the synthetic scan.
+func perturbedBSZTScan(t *testing.T, nv int) (*posterior.Posterior, *Scan) {
+	t.Helper()
+	net := smallBSZT(t)
+	perturb(net, 3)
+	scan, err := LoadScan(writeSynthetic(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan.Voxels = scan.Voxels[:nv]
+	scan.Signal = scan.Signal[:nv*scan.Design.N]
+	return posterior.New(net), scan
 }
 
 // checkCorrected checks the corrected maps of a: the component
@@ -128,16 +134,8 @@ func TestSelectionPhantomCorrected(t *testing.T) {
 // model's class and nothing else (CorrectAlways 0); with λc equal to the
 // fit's λ the union is the fit's own candidate set.
 func TestSelectCorrectLambda(t *testing.T) {
-	net := smallBSZT(t)
-	perturb(net, 3)
-	post := posterior.New(net)
-	scan, err := LoadScan(writeSynthetic(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const nv, lambda = 2, 0.3
-	scan.Voxels = scan.Voxels[:nv]
-	scan.Signal = scan.Signal[:nv*scan.Design.N]
+	post, scan := perturbedBSZTScan(t, nv)
 	N := scan.Design.N
 	obs := make([]posterior.Observation, nv)
 	for v := range obs {
