@@ -170,39 +170,53 @@ type Model struct {
 	Sticks int    `json:"sticks"` // number of active sticks
 }
 
+// MaxListedComponents is the largest number of components whose models
+// ModelList enumerates (2^16 masks); a model-selection fit of a larger
+// family (bszt-conv's 21) samples the model posterior instead
+// (SelectFitter, ModelDraws).
+const MaxListedComponents = 16
+
 // ModelList enumerates the masks of f with positive prior probability at
 // λ, in increasing binary order of the mask (component 0 the lowest bit).
-// It refuses families with more than 16 components (65,536 masks).
+// It refuses families with more than MaxListedComponents components.
 func ModelList(f family.Family, lambda float64) ([]Model, error) {
 	comps := f.Components()
 	c := len(comps)
-	if c > 16 {
+	if c > MaxListedComponents {
 		return nil, fmt.Errorf("dmri: %s has %d components, too many to enumerate its models", f.Name(), c)
 	}
 	prior := f.MaskPrior()
 	var out []Model
 	for bits := 1; bits < 1<<c; bits++ {
 		m := make([]bool, c)
-		var names []string
-		sticks := 0
 		for k := range c {
-			if bits&(1<<k) != 0 {
-				m[k] = true
-				names = append(names, comps[k].Name)
-				if comps[k].Has(family.TagStick) {
-					sticks++
-				}
-			}
+			m[k] = bits&(1<<k) != 0
 		}
 		if math.IsInf(prior.LogProb(m, lambda), -1) {
 			continue
 		}
-		out = append(out, Model{Index: len(out) + 1, Name: strings.Join(names, "+"), Mask: m, Sticks: sticks})
+		out = append(out, newModel(comps, m, len(out)+1))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("dmri: %s has no model with positive prior probability at λ = %v", f.Name(), lambda)
 	}
 	return out, nil
+}
+
+// newModel returns the model list entry of mask m with the given index:
+// its name joins the active components' names with "+".
+func newModel(comps []family.Component, m []bool, index int) Model {
+	var names []string
+	sticks := 0
+	for k, on := range m {
+		if on {
+			names = append(names, comps[k].Name)
+			if comps[k].Has(family.TagStick) {
+				sticks++
+			}
+		}
+	}
+	return Model{Index: index, Name: strings.Join(names, "+"), Mask: m, Sticks: sticks}
 }
 
 // Fitter fits ball-and-sticks posteriors to voxels with a trained network

@@ -399,8 +399,11 @@ type selectionSettings struct {
 	Family     string `json:"family"`
 	WeightsSHA string `json:"weights_sha256"`
 	Models     int    `json:"models"`
-	Classes    int    `json:"classes"`
-	Sticks     int    `json:"bedpostx_sticks"`
+	// ModelDraws is set when the models are too many to list and the
+	// model posterior is sampled (SelectFitter, ModelDraws per voxel).
+	ModelDraws int `json:"model_draws,omitempty"`
+	Classes    int `json:"classes"`
+	Sticks     int `json:"bedpostx_sticks"`
 	// ResumedVoxels is the number of voxels taken from an interrupted
 	// run's state.
 	ResumedVoxels int `json:"resumed_voxels,omitempty"`
@@ -429,6 +432,9 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	}
 	settings := selectionSettings{FitSettings: s, Checkpoint: r.cfg.Checkpoint, Model: r.cfg.Model, Family: ft.Family().Name(),
 		WeightsSHA: weights, Models: len(ft.Models), Classes: len(ft.Classes), Sticks: len(ft.Sticks)}
+	if ft.sampled {
+		settings.ModelDraws = max(ModelDraws, s.Samples)
+	}
 	release, err := r.begin(settings)
 	if err != nil {
 		return nil, err
@@ -443,8 +449,12 @@ func (r *run) selection(ctx context.Context) (*RunSummary, error) {
 	resumed, nv := st.Done(), len(scan.Voxels)
 	settings.ResumedVoxels = resumed
 	r.info.Settings = settings
-	r.logf("%s network %.12s…, model selection over %d models (%d component classes), λ %v, %d samples × %d %s steps",
-		ft.Family().Name(), weights, len(ft.Models), len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
+	over := fmt.Sprintf("over %d models", len(ft.Models))
+	if ft.sampled {
+		over = fmt.Sprintf("from %d draws of q(M | x, λ) per voxel (2^%d masks, too many to list)", settings.ModelDraws, len(ft.Family().Components()))
+	}
+	r.logf("%s network %.12s…, model selection %s (%d component classes), λ %v, %d samples × %d %s steps",
+		ft.Family().Name(), weights, over, len(ft.Classes), s.Lambda, s.Samples, s.Steps, s.Solver)
 	if c := correctKey(s.Correct); c != "" {
 		r.logf("--correct %s: %d particles per model class, classes with q ≥ %v and the MAP model's, and every model of ≤ %d compartments (--correct-always)",
 			c, ft.cs.Particles, CorrectMinQ, s.CorrectAlways)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -67,7 +68,19 @@ type SelectFitter struct {
 	cs     correct.Settings
 	class  []string
 	always []bool
+	// sampled: the family has too many models to list (more than
+	// MaxListedComponents components); the model posterior is summarised
+	// from ModelDraws draws per voxel, Models is empty and Selection.MAP
+	// holds the MAP mask's bit code (Σ M_k 2^k) instead of a list index.
+	sampled bool
 }
+
+// ModelDraws is the number of draws of q(M | x, λ) per voxel from which
+// a sampled model-selection fit (a family with more than
+// MaxListedComponents components, such as bszt-conv) estimates the
+// component and class probabilities (binomial standard error ≤ 0.5/√256 ≈
+// 0.031) and among whose distinct masks it takes the MAP model.
+const ModelDraws = 256
 
 // NewSelectFitter prepares a model-selection fit. With a correction
 // (FitSettings.Correct) the model probabilities come from the corrected
@@ -88,12 +101,19 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	ft := &SelectFitter{post: p, fam: f, set: s, Classes: ComponentClasses(f)}
 	solver, _ := posterior.ParseSolver(s.Solver)
 	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
-	var err error
-	if ft.Models, err = ModelList(f, s.Lambda); err != nil {
-		return nil, err
-	}
-	for _, m := range ft.Models {
-		ft.masks = append(ft.masks, m.Mask)
+	if c := len(f.Components()); c > MaxListedComponents {
+		if correctKey(s.Correct) != "" {
+			return nil, fmt.Errorf("dmri: --correct needs the list of models, and %s's %d components have too many (2^%d masks)", f.Name(), c, c)
+		}
+		ft.sampled = true
+	} else {
+		var err error
+		if ft.Models, err = ModelList(f, s.Lambda); err != nil {
+			return nil, err
+		}
+		for _, m := range ft.Models {
+			ft.masks = append(ft.masks, m.Mask)
+		}
 	}
 	if err := ft.setUpCorrection(); err != nil {
 		return nil, err
@@ -172,7 +192,7 @@ func (ft *SelectFitter) newSelection(n, meas int) *Selection {
 		ModelMass: make([]float32, n), MAP: make([]int32, n), MAPProb: make([]float32, n),
 		CompProb: make([]float32, n*C), ClassProb: make([]float32, n*len(ft.Classes)),
 		Pred: make([]float32, n*meas), PPRMSE: make([]float32, n), StickD: make([]float32, n*S)}
-	if len(ft.Models) <= KeepModelProbMax {
+	if !ft.sampled && len(ft.Models) <= KeepModelProbMax {
 		a.ModelProb = make([]float32, n*len(ft.Models))
 	}
 	if ft.cs.Method != correct.None {
@@ -339,6 +359,9 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 // posterior with a correction, else M from the network's q(M | x, λ) over
 // the model list and θ ~ q(θ | M, x).
 func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, start int, a *Selection) ([][][]bool, [][][]float64, error) {
+	if ft.sampled {
+		return ft.sampledJoint(obs, start, a)
+	}
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
 	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
 	if err != nil {
@@ -413,6 +436,117 @@ func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, sta
 	return masks, ts, nil
 }
 
+// sampledJoint is jointSamples for a family whose models are too many to
+// list: max(ModelDraws, Samples) draws of q(M | x, λ) (restricted to the
+// prior's support) per voxel give the component and class probabilities
+// as frequencies; the MAP model is the draw of largest exact q (scored by
+// LogProbMasks), MAPProb its q and ModelMass the q mass of the distinct
+// draws (how much of q they cover). The first Samples draws are the
+// joint samples' models, with θ ~ q(θ | M, x).
+func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start int, a *Selection) ([][][]bool, [][][]float64, error) {
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	n, C, K, S := len(obs), a.Components, len(ft.Classes), a.Samples
+	D := max(ModelDraws, S)
+	draws, err := ft.post.SampleMasksSupported(obs, ft.set.Lambda, D, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	distinct := make([][][]bool, n)
+	for v := range n {
+		seen := map[uint32]bool{}
+		for _, m := range draws[v] {
+			if c := maskCode(m); !seen[c] {
+				seen[c] = true
+				distinct[v] = append(distinct[v], m)
+			}
+		}
+	}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, distinct, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	w := float32(1) / float32(D)
+	masks := make([][][]bool, n)
+	for v := range n {
+		g := start + v
+		comp := a.CompProb[g*C : (g+1)*C]
+		class := a.ClassProb[g*K : (g+1)*K]
+		for _, m := range draws[v] {
+			for k, on := range m {
+				if on {
+					comp[k] += w
+				}
+			}
+			for c, cl := range ft.Classes {
+				for _, k := range cl.Components {
+					if m[k] {
+						class[c] += w
+						break
+					}
+				}
+			}
+		}
+		best, mass := 0, 0.0
+		for i, l := range lq[v] {
+			mass += math.Exp(l)
+			if l > lq[v][best] {
+				best = i
+			}
+		}
+		a.MAP[g], a.MAPProb[g], a.ModelMass[g] = int32(maskCode(distinct[v][best])), float32(math.Exp(lq[v][best])), float32(mass)
+		masks[v] = draws[v][:S]
+	}
+	so := ft.so
+	so.Options = opt
+	sets, err := ft.post.SampleTheta(obs, masks, so)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: parameter posterior: %w", err)
+	}
+	ts := make([][][]float64, n)
+	for v := range n {
+		ts[v] = sets[v].Theta
+	}
+	return masks, ts, nil
+}
+
+// maskCode is the bit code Σ M_k 2^k of a mask of at most 32 components.
+func maskCode(m []bool) uint32 {
+	var c uint32
+	for k, on := range m {
+		if on {
+			c |= 1 << k
+		}
+	}
+	return c
+}
+
+// mapModels returns the model list of a sampled fit's maps: the distinct
+// MAP masks of a's voxels in increasing bit code, indexed from 1, and
+// each code's index.
+func (ft *SelectFitter) mapModels(a *Selection) ([]Model, map[int32]int) {
+	codes := map[int32]bool{}
+	for _, c := range a.MAP {
+		codes[c] = true
+	}
+	sorted := make([]int32, 0, len(codes))
+	for c := range codes {
+		sorted = append(sorted, c)
+	}
+	slices.Sort(sorted)
+	comps := ft.fam.Components()
+	models := make([]Model, len(sorted))
+	index := make(map[int32]int, len(sorted))
+	for i, c := range sorted {
+		m := make([]bool, len(comps))
+		for k := range m {
+			m[k] = uint32(c)>>k&1 == 1
+		}
+		models[i] = newModel(comps, m, i+1)
+		index[c] = i + 1
+	}
+	return models, index
+}
+
 // SelectionSidecar is selection.json, the key to the maps of a
 // model-selection fit.
 type SelectionSidecar struct {
@@ -425,6 +559,10 @@ type SelectionSidecar struct {
 	Sticks []string `json:"bedpostx_sticks,omitempty"`
 	Models []Model  `json:"models"`
 	Maps   []string `json:"maps"`
+	// ModelDraws is set for a sampled fit (ModelDraws): comp_prob and
+	// class_prob are frequencies over that many draws of q(M | x, λ), and
+	// Models lists only the voxels' MAP models.
+	ModelDraws int `json:"model_draws,omitempty"`
 }
 
 // WriteSelection writes the maps of a model-selection fit into dir (every
@@ -436,6 +574,7 @@ type SelectionSidecar struct {
 //	map_model     int16, 1-based index into selection.json's models
 //	map_prob      q of the MAP model
 //	model_mass    Σ q(M | x, λ) over the model list before renormalising
+//	              (sampled fits: over the distinct draws)
 //	model_prob    4-D, one volume per model (only for ≤ KeepModelProbMax models)
 //	pred_signal   4-D, the model-averaged predicted b0-normalised signal,
 //	              one volume per measurement of the input
@@ -490,9 +629,18 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	if err := perVoxel("class_prob", a.ClassProb, len(ft.Classes)); err != nil {
 		return err
 	}
+	models, index := ft.Models, func(v int) int { return ft.Models[a.MAP[v]].Index }
+	if ft.sampled {
+		var byCode map[int32]int
+		models, byCode = ft.mapModels(a)
+		index = func(v int) int { return byCode[a.MAP[v]] }
+	}
+	if len(models) > math.MaxInt16 {
+		return fmt.Errorf("dmri: %d MAP models, more than map_model's int16 can index", len(models))
+	}
 	if err := write("map_model", nifti.Int16, 1, func(vol *nifti.Volume) {
 		for v, i := range s.Voxels {
-			vol.Data[i] = float32(ft.Models[a.MAP[v]].Index)
+			vol.Data[i] = float32(index(v))
 		}
 	}); err != nil {
 		return err
@@ -524,7 +672,10 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 			}
 		}
 	}
-	side := SelectionSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Classes: ft.Classes, Models: ft.Models, Maps: maps}
+	side := SelectionSidecar{Family: ft.fam.Name(), Lambda: ft.set.Lambda, Classes: ft.Classes, Models: models, Maps: maps}
+	if ft.sampled {
+		side.ModelDraws = max(ModelDraws, a.Samples)
+	}
 	for _, c := range ft.fam.Components() {
 		side.Components = append(side.Components, c.Name)
 	}
