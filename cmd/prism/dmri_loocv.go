@@ -75,6 +75,9 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 	case set.Correct != "none" && !net.given():
 		return fmt.Errorf("--correct %s needs a network (--checkpoint or --model)", set.Correct)
 	}
+	if set.Correct == "none" {
+		set.Correct = "" // run.json records a correction only when there is one
+	}
 
 	start := time.Now()
 	scan, err := dmrifit.LoadScan(files)
