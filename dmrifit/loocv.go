@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/dti"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
@@ -139,8 +140,9 @@ type NetworkLOOSettings struct {
 	Steps   int     `json:"steps"`
 	Solver  string  `json:"solver"`
 	Seed    uint64  `json:"seed"`
-	// BatchSize is the number of voxels per network call, rounded up to a
-	// multiple of ⌊256/Samples⌋; results do not depend on it.
+	// BatchSize is the number of voxels per network call (without a
+	// correction rounded up to a multiple of ⌊256/Samples⌋); results do
+	// not depend on it.
 	BatchSize int `json:"batch_size"`
 	// Correct ("" or "none": the network alone; "smc" or "is") is the
 	// correction of a model-selection fit, with CorrectParticles,
@@ -180,6 +182,9 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 		return nil, fmt.Errorf("dmri: %w", err)
 	}
 	if set.corrected() {
+		if err := set.checkCorrection(p.Family()); err != nil {
+			return nil, err
+		}
 		return correctedLOO(ctx, p, s, held, set, progress)
 	}
 	f := p.Family()
@@ -225,6 +230,36 @@ func NetworkLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []int
 	return l, nil
 }
 
+// fitSettings returns the settings of the model-selection fit that
+// correctedLOO runs for held-out volume j.
+func (set NetworkLOOSettings) fitSettings(j int) FitSettings {
+	fs := DefaultFitSettings()
+	fs.Lambda, fs.Samples, fs.Steps, fs.Solver = set.Lambda, set.Samples, set.Steps, set.Solver
+	fs.Seed, fs.BatchSize = set.Seed^(uint64(j+1)<<40), set.BatchSize
+	fs.Correct, fs.CorrectParticles, fs.CorrectAlways, fs.CorrectLambda = set.Correct, set.CorrectParticles, set.CorrectAlways, set.CorrectLambda
+	return fs
+}
+
+// checkCorrection checks that a corrected LOOCV can run with a network
+// of family f: a known method (not "auto"), valid settings, and a
+// model-selection family whose models can be listed (the correction of
+// ball-and-sticks fits is the Fitter's, which LOOCV does not run).
+func (set NetworkLOOSettings) checkCorrection(f family.Family) error {
+	if _, err := correct.ParseMethod(set.Correct); err != nil {
+		return fmt.Errorf("dmri: LOOCV --correct: %w", err)
+	}
+	if err := set.fitSettings(0).Validate(); err != nil {
+		return err
+	}
+	switch c := len(f.Components()); {
+	case BallAndSticks(f):
+		return fmt.Errorf("dmri: LOOCV --correct runs the model-selection correction; %s is a ball-and-sticks family, cross-validate it without --correct", f.Name())
+	case c > MaxListedComponents:
+		return fmt.Errorf("dmri: LOOCV --correct needs the list of models, and %s's %d components have too many", f.Name(), c)
+	}
+	return nil
+}
+
 // correctedLOO is NetworkLOO with a correction: per held-out volume j, a
 // model-selection fit (SelectFitter, seed set.Seed ^ (j+1)<<40) of the
 // scan without volume j draws set.Samples joint samples per voxel from the
@@ -234,17 +269,12 @@ func correctedLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []i
 	f := p.Family()
 	N, H, nv := s.Design.N, len(held), len(s.Voxels)
 	fits := make([]*SelectFitter, H)
-	sels := make([]*Selection, H)
 	for h, j := range held {
-		fs := DefaultFitSettings()
-		fs.Lambda, fs.Samples, fs.Steps, fs.Solver = set.Lambda, set.Samples, set.Steps, set.Solver
-		fs.Seed, fs.BatchSize = set.Seed^(uint64(j+1)<<40), set.BatchSize
-		fs.Correct, fs.CorrectParticles, fs.CorrectAlways, fs.CorrectLambda = set.Correct, set.CorrectParticles, set.CorrectAlways, set.CorrectLambda
-		ft, err := NewSelectFitter(p, fs)
+		ft, err := NewSelectFitter(p, set.fitSettings(j))
 		if err != nil {
 			return nil, err
 		}
-		fits[h], sels[h] = ft, ft.newSelection(nv, N-1)
+		fits[h] = ft
 	}
 	l := &LOO{Method: "network", Held: held, Pred: make([]float64, nv*H)}
 	size := set.BatchSize
@@ -254,7 +284,10 @@ func correctedLOO(ctx context.Context, p *posterior.Posterior, s *Scan, held []i
 		j := held[h]
 		n := min(size, nv-start)
 		obs := heldOutObs(s, j, start, n)
-		masks, ts, err := fits[h].jointSamples(obs, s.Voxels[start:start+n], start, sels[h])
+		// The batch's maps (model posterior, diagnostics) are not kept:
+		// a selection of the batch's n voxels only, at index 0.
+		sel := fits[h].newSelection(n, 0)
+		masks, ts, err := fits[h].jointSamples(obs, s.Voxels[start:start+n], start, 0, sel)
 		if err != nil {
 			return n, fmt.Errorf("dmri: LOOCV without volume %d: %w", j, err)
 		}

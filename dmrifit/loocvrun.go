@@ -76,6 +76,12 @@ func RunLOOCV(ctx context.Context, scan *Scan, held []int, set LOOCVSettings, po
 	info.Settings = set
 	info.Workers = runtime.GOMAXPROCS(0)
 
+	if post != nil && set.Network != nil && set.Network.corrected() {
+		// Refuse a correction that cannot run before the tensor's fits.
+		if err := set.Network.checkCorrection(post.Family()); err != nil {
+			return nil, err
+		}
+	}
 	wm, err := WhiteMatter(scan, set.FAWM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", files.DWI, err)

@@ -101,7 +101,13 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	ft := &SelectFitter{post: p, fam: f, set: s, Classes: ComponentClasses(f)}
 	solver, _ := posterior.ParseSolver(s.Solver)
 	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
+	if s.CorrectLambda > 0 && correctKey(s.Correct) == "" {
+		return nil, fmt.Errorf("dmri: --correct-lambda needs a correction (--correct smc or is)")
+	}
 	if c := len(f.Components()); c > MaxListedComponents {
+		if c > 32 {
+			return nil, fmt.Errorf("dmri: %s has %d components; a model-selection fit handles at most 32", f.Name(), c)
+		}
 		if correctKey(s.Correct) != "" {
 			return nil, fmt.Errorf("dmri: --correct needs the list of models, and %s's %d components have too many (2^%d masks)", f.Name(), c, c)
 		}
@@ -152,7 +158,10 @@ type Selection struct {
 	Components       int
 	// ModelMass is Σ q(M | x, λ) over the model list before
 	// renormalising; MAP is the index into Models of the most probable
-	// model and MAPProb its renormalised probability.
+	// model and MAPProb its renormalised probability. A sampled fit
+	// (SelectFitter.sampled) keeps the MAP mask's bit code in MAP, q of
+	// the MAP mask in MAPProb and the q mass of the distinct draws in
+	// ModelMass.
 	ModelMass []float32
 	MAP       []int32
 	MAPProb   []float32
@@ -289,7 +298,7 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 	for v := range obs {
 		obs[v] = posterior.Observation{Design: s.Design, X: s.Signal[(start+v)*N : (start+v+1)*N]}
 	}
-	masks, ts, err := ft.jointSamples(obs, s.Voxels[start:start+n], start, a)
+	masks, ts, err := ft.jointSamples(obs, s.Voxels[start:start+n], start, start, a)
 	if err != nil {
 		return err
 	}
@@ -352,15 +361,15 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 }
 
 // jointSamples computes the model posterior of the voxels obs (positions
-// start, start+1, … of the fitted voxels, grid indices ids) into a's
-// per-voxel maps (model mass, MAP, component and class probabilities,
-// with a correction its diagnostics) and returns a.Samples joint
-// posterior draws (mask, latent θ) per voxel: from the corrected
-// posterior with a correction, else M from the network's q(M | x, λ) over
-// the model list and θ ~ q(θ | M, x).
-func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, start int, a *Selection) ([][][]bool, [][][]float64, error) {
+// start, start+1, … of the fitted voxels, grid indices ids; start keys
+// their random streams) into a's per-voxel maps at at, at+1, … (model
+// mass, MAP, component and class probabilities, with a correction its
+// diagnostics) and returns a.Samples joint posterior draws (mask, latent
+// θ) per voxel: from the corrected posterior with a correction, else M
+// from the network's q(M | x, λ) over the model list and θ ~ q(θ | M, x).
+func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, start, at int, a *Selection) ([][][]bool, [][][]float64, error) {
 	if ft.sampled {
-		return ft.sampledJoint(obs, start, a)
+		return ft.sampledJoint(obs, start, at, a)
 	}
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
 	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, [][][]bool{ft.masks}, opt)
@@ -372,7 +381,7 @@ func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, sta
 	probs := make([][]float32, n)
 	for v := range n {
 		probs[v] = make([]float32, M)
-		a.ModelMass[start+v] = float32(normalise(lq[v], probs[v]))
+		a.ModelMass[at+v] = float32(normalise(lq[v], probs[v]))
 	}
 	so := ft.so
 	so.Options = opt
@@ -381,12 +390,12 @@ func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, sta
 		ts    [][][]float64
 	)
 	if ft.cs.Method != correct.None {
-		if masks, ts, err = ft.correctBatch(obs, so, probs, a, start); err != nil {
+		if masks, ts, err = ft.correctBatch(obs, so, probs, a, at); err != nil {
 			return nil, nil, err
 		}
 	}
 	for v := range n {
-		g := start + v
+		g := at + v
 		p := probs[v]
 		if a.ModelProb != nil {
 			copy(a.ModelProb[g*M:(g+1)*M], p)
@@ -443,7 +452,7 @@ func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, sta
 // LogProbMasks), MAPProb its q and ModelMass the q mass of the distinct
 // draws (how much of q they cover). The first Samples draws are the
 // joint samples' models, with θ ~ q(θ | M, x).
-func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start int, a *Selection) ([][][]bool, [][][]float64, error) {
+func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int, a *Selection) ([][][]bool, [][][]float64, error) {
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
 	n, C, K, S := len(obs), a.Components, len(ft.Classes), a.Samples
 	D := max(ModelDraws, S)
@@ -468,7 +477,7 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start int, a *
 	w := float32(1) / float32(D)
 	masks := make([][][]bool, n)
 	for v := range n {
-		g := start + v
+		g := at + v
 		comp := a.CompProb[g*C : (g+1)*C]
 		class := a.ClassProb[g*K : (g+1)*K]
 		for _, m := range draws[v] {
@@ -635,10 +644,11 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 		models, byCode = ft.mapModels(a)
 		index = func(v int) int { return byCode[a.MAP[v]] }
 	}
-	if len(models) > math.MaxInt16 {
-		return fmt.Errorf("dmri: %d MAP models, more than map_model's int16 can index", len(models))
+	dt := nifti.Int16
+	if ft.sampled {
+		dt = nifti.Int32 // up to one model per voxel
 	}
-	if err := write("map_model", nifti.Int16, 1, func(vol *nifti.Volume) {
+	if err := write("map_model", dt, 1, func(vol *nifti.Volume) {
 		for v, i := range s.Voxels {
 			vol.Data[i] = float32(index(v))
 		}

@@ -141,6 +141,7 @@ func TestSelectCorrectLambda(t *testing.T) {
 	for v := range obs {
 		obs[v] = posterior.Observation{Design: scan.Design, X: scan.Signal[v*N : (v+1)*N]}
 	}
+	var counts []float32 // classes corrected in voxel 0, per λc
 	for _, lc := range []float64{0.95, lambda} {
 		set := FitSettings{Lambda: lambda, Samples: 2, Steps: 2, Solver: "ab2", Seed: 5, BatchSize: nv, Correct: "smc", CorrectParticles: 8, CorrectLambda: lc}
 		ft, err := NewSelectFitter(post, set)
@@ -151,6 +152,7 @@ func TestSelectCorrectLambda(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		counts = append(counts, a.CorrClasses[0])
 		lq, err := post.LogProbMasks(obs, lambda, [][][]bool{ft.masks}, posterior.Options{Seed: 5})
 		if err != nil {
 			t.Fatal(err)
@@ -186,5 +188,11 @@ func TestSelectCorrectLambda(t *testing.T) {
 				t.Errorf("λc %v, voxel %d: %d classes corrected, want %d", lc, v, got, len(classes))
 			}
 		}
+	}
+	// The perturbed network spreads q over more classes at λ 0.95 than at
+	// 0.3 (18 against 4 here); were it not so the test would not check
+	// that --correct-lambda adds anything.
+	if counts[0] <= counts[1] {
+		t.Errorf("voxel 0: %v classes corrected with λc 0.95, %v with λc = λ; want more", counts[0], counts[1])
 	}
 }

@@ -74,6 +74,8 @@ func runDMRILOOCV(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--samples, --steps and --batch must be ≥ 1")
 	case set.Correct != "none" && !net.given():
 		return fmt.Errorf("--correct %s needs a network (--checkpoint or --model)", set.Correct)
+	case set.Correct == "none" && (set.CorrectLambda != 0 || set.CorrectAlways != 0 || set.CorrectParticles != 0):
+		return fmt.Errorf("--correct-lambda, --correct-always and --correct-particles need --correct smc or is")
 	}
 	if set.Correct == "none" {
 		set.Correct = "" // run.json records a correction only when there is one

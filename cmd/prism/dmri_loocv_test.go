@@ -72,4 +72,18 @@ func TestDMRILOOCV(t *testing.T) {
 			t.Errorf("%v: output folder created", bad)
 		}
 	}
+	// With the (bszt) network: a correction method that does not exist,
+	// "auto" (a dmri fit default, not a LOOCV method) and --correct-lambda
+	// without a correction are refused before any fit, without output.
+	for _, bad := range [][]string{{"--correct", "mcmc"}, {"--correct", "auto"}, {"--correct-lambda", "0.9"}} {
+		o := filepath.Join(dir, "bad-net")
+		a := append(append(append([]string{"dmri", "loocv"}, flags...), bad...), "--checkpoint", ck, "--quiet", "--out", o)
+		code, _, errs := prism(a...)
+		if code == 0 || !strings.Contains(errs, "correct") {
+			t.Errorf("%v: exit %d, %q", bad, code, errs)
+		}
+		if _, err := os.Stat(o); !os.IsNotExist(err) {
+			t.Errorf("%v: output folder created", bad)
+		}
+	}
 }
