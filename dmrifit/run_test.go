@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prismsbi/prism/family"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/internal/progress"
 	"github.com/prismsbi/prism/network"
@@ -38,13 +39,20 @@ func randomB3S(t *testing.T) *posterior.Posterior {
 // shrunk to one layer per part and width 16.
 func smallBSZT(t *testing.T) *network.Net {
 	t.Helper()
-	cfg, err := train.LoadConfig("../configs/bszt.yaml", "bszt")
+	return smallNet(t, "bszt", fdmri.BSZT())
+}
+
+// smallNet is an untrained network for family f with the network of
+// configs/NAME.yaml shrunk to one layer per part and width 16.
+func smallNet(t *testing.T, name string, f family.Family) *network.Net {
+	t.Helper()
+	cfg, err := train.LoadConfig("../configs/"+name+".yaml", name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Network.ModelDim, cfg.Network.EncoderLayers, cfg.Network.MaskLayers, cfg.Network.ParamLayers = 16, 1, 1, 1
 	cfg.Network.Heads, cfg.Network.HeadDim = 2, 8
-	net, err := network.New(fdmri.BSZT(), cfg.Network, 1)
+	net, err := network.New(f, cfg.Network, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

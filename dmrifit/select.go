@@ -407,20 +407,7 @@ func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, sta
 			if q > p[best] {
 				best = m
 			}
-			mk := ft.masks[m]
-			for k, on := range mk {
-				if on {
-					comp[k] += q
-				}
-			}
-			for c, cl := range ft.Classes {
-				for _, k := range cl.Components {
-					if mk[k] {
-						class[c] += q
-						break
-					}
-				}
-			}
+			ft.addPresence(comp, class, ft.masks[m], q)
 		}
 		a.MAP[g], a.MAPProb[g] = int32(best), p[best]
 	}
@@ -481,19 +468,7 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 		comp := a.CompProb[g*C : (g+1)*C]
 		class := a.ClassProb[g*K : (g+1)*K]
 		for _, m := range draws[v] {
-			for k, on := range m {
-				if on {
-					comp[k] += w
-				}
-			}
-			for c, cl := range ft.Classes {
-				for _, k := range cl.Components {
-					if m[k] {
-						class[c] += w
-						break
-					}
-				}
-			}
+			ft.addPresence(comp, class, m, w)
 		}
 		best, mass := 0, 0.0
 		for i, l := range lq[v] {
@@ -516,6 +491,24 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 		ts[v] = sets[v].Theta
 	}
 	return masks, ts, nil
+}
+
+// addPresence adds weight w to comp[k] for every active component k of
+// mask m and to class[c] for every class c with an active component.
+func (ft *SelectFitter) addPresence(comp, class []float32, m []bool, w float32) {
+	for k, on := range m {
+		if on {
+			comp[k] += w
+		}
+	}
+	for c, cl := range ft.Classes {
+		for _, k := range cl.Components {
+			if m[k] {
+				class[c] += w
+				break
+			}
+		}
+	}
 }
 
 // maskCode is the bit code Σ M_k 2^k of a mask of at most 32 components.

@@ -10,10 +10,8 @@ import (
 	"testing"
 
 	fdmri "github.com/prismsbi/prism/family/dmri"
-	"github.com/prismsbi/prism/network"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
-	"github.com/prismsbi/prism/train"
 )
 
 // TestSelectSampledMatchesList: the sampled model-selection fit (used
@@ -91,16 +89,7 @@ func TestSelectSampledMatchesList(t *testing.T) {
 // written map_model indexes selection.json's models, which are the
 // voxels' MAP masks.
 func TestSelectSampledBSZTConv(t *testing.T) {
-	cfg, err := train.LoadConfig("../configs/bszt-conv.yaml", "bszt-conv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Network.ModelDim, cfg.Network.EncoderLayers, cfg.Network.MaskLayers, cfg.Network.ParamLayers = 16, 1, 1, 1
-	cfg.Network.Heads, cfg.Network.HeadDim = 2, 8
-	net, err := network.New(fdmri.BSZTConv(), cfg.Network, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	net := smallNet(t, "bszt-conv", fdmri.BSZTConv())
 	perturb(net, 5)
 	post := posterior.New(net)
 	dir := t.TempDir()
