@@ -451,7 +451,7 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 	for v := range n {
 		seen := map[uint32]bool{}
 		for _, m := range draws[v] {
-			if c := maskCode(m); !seen[c] {
+			if c := family.MaskCode(m); !seen[c] {
 				seen[c] = true
 				distinct[v] = append(distinct[v], m)
 			}
@@ -477,7 +477,7 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 				best = i
 			}
 		}
-		a.MAP[g], a.MAPProb[g], a.ModelMass[g] = int32(maskCode(distinct[v][best])), float32(math.Exp(lq[v][best])), float32(mass)
+		a.MAP[g], a.MAPProb[g], a.ModelMass[g] = int32(family.MaskCode(distinct[v][best])), float32(math.Exp(lq[v][best])), float32(mass)
 		masks[v] = draws[v][:S]
 	}
 	so := ft.so
@@ -509,17 +509,6 @@ func (ft *SelectFitter) addPresence(comp, class []float32, m []bool, w float32) 
 			}
 		}
 	}
-}
-
-// maskCode is the bit code Σ M_k 2^k of a mask of at most 32 components.
-func maskCode(m []bool) uint32 {
-	var c uint32
-	for k, on := range m {
-		if on {
-			c |= 1 << k
-		}
-	}
-	return c
 }
 
 // mapModels returns the model list of a sampled fit's maps: the distinct
@@ -631,14 +620,11 @@ func (ft *SelectFitter) WriteSelection(dir string, s *Scan, a *Selection) error 
 	if err := perVoxel("class_prob", a.ClassProb, len(ft.Classes)); err != nil {
 		return err
 	}
-	models, index := ft.Models, func(v int) int { return ft.Models[a.MAP[v]].Index }
+	models, index, dt := ft.Models, func(v int) int { return ft.Models[a.MAP[v]].Index }, nifti.Int16
 	if ft.sampled {
 		var byCode map[int32]int
 		models, byCode = ft.mapModels(a)
 		index = func(v int) int { return byCode[a.MAP[v]] }
-	}
-	dt := nifti.Int16
-	if ft.sampled {
 		dt = nifti.Int32 // up to one model per voxel
 	}
 	if err := write("map_model", dt, 1, func(vol *nifti.Volume) {

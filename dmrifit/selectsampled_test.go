@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/prismsbi/prism/family"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/nifti"
 	"github.com/prismsbi/prism/posterior"
@@ -69,7 +70,7 @@ func TestSelectSampledMatchesList(t *testing.T) {
 		}
 		var qMAP float64
 		for m, mk := range exact.masks {
-			if int32(maskCode(mk)) == s.MAP[v] {
+			if int32(family.MaskCode(mk)) == s.MAP[v] {
 				qMAP = math.Exp(lq[v][m])
 			}
 		}
@@ -160,7 +161,7 @@ func TestSelectSampledBSZTConv(t *testing.T) {
 	}
 	for v, i := range scan.Voxels {
 		idx := int(mm.Data[i])
-		if idx < 1 || idx > len(side.Models) || int32(maskCode(side.Models[idx-1].Mask)) != ref.MAP[v] {
+		if idx < 1 || idx > len(side.Models) || int32(family.MaskCode(side.Models[idx-1].Mask)) != ref.MAP[v] {
 			t.Errorf("voxel %d: map_model %d does not name its MAP mask %b", v, idx, ref.MAP[v])
 		}
 	}

@@ -237,6 +237,18 @@ func MaskString(mask []bool) string {
 	return b.String()
 }
 
+// MaskCode is the bit code Σ_k M_k 2^k of a mask of at most 32
+// components (component 0 the lowest bit).
+func MaskCode(mask []bool) uint32 {
+	var code uint32
+	for k, on := range mask {
+		if on {
+			code |= 1 << k
+		}
+	}
+	return code
+}
+
 // ParseMask parses a string of C characters '0'/'1' (as written by
 // MaskString) into a mask.
 func ParseMask(s string, C int) ([]bool, error) {

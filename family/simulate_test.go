@@ -271,3 +271,21 @@ type minActiveToy struct{ toyFamily }
 func (minActiveToy) MaskPrior() MaskPrior {
 	return BernoulliPrior{NumBase: 2, NumNoise: 2, MinActive: 1}
 }
+
+// TestMaskCode: the bit code puts component k at bit k (checked against
+// the binary reading of the reversed mask string) and is 0 for the empty
+// mask.
+func TestMaskCode(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		want uint32
+	}{{"000", 0}, {"100", 1}, {"011", 6}, {"1011", 13}, {"0000000000000000000001", 1 << 21}} {
+		m, err := ParseMask(c.mask, len(c.mask))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := MaskCode(m); got != c.want {
+			t.Errorf("MaskCode(%s) = %d, want %d", c.mask, got, c.want)
+		}
+	}
+}

@@ -135,17 +135,6 @@ func (n *Net) planLambdaNodes(j int) {
 	}
 }
 
-// maskCode is Σ_k M_k 2^k.
-func maskCode(m []bool) uint32 {
-	var code uint32
-	for k, on := range m {
-		if on {
-			code |= 1 << k
-		}
-	}
-	return code
-}
-
 // Categorical reports whether the network's model decoder is categorical.
 func (n *Net) Categorical() bool { return n.cat != nil }
 
@@ -161,7 +150,7 @@ func (n *Net) SupportMasks() [][]bool {
 
 // classOf returns the class of mask m, or −1 outside the prior support.
 func (n *Net) classOf(m []bool) int32 {
-	if c, ok := n.cat.class[maskCode(m)]; ok {
+	if c, ok := n.cat.class[family.MaskCode(m)]; ok {
 		return c
 	}
 	return -1
