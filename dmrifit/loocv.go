@@ -242,8 +242,8 @@ func (set NetworkLOOSettings) fitSettings(j int) FitSettings {
 
 // checkCorrection checks that a corrected LOOCV can run with a network
 // of family f: a known method (not "auto"), valid settings, and a
-// model-selection family whose models can be listed (the correction of
-// ball-and-sticks fits is the Fitter's, which LOOCV does not run).
+// model-selection family (the correction of ball-and-sticks fits is the
+// Fitter's, which LOOCV does not run).
 func (set NetworkLOOSettings) checkCorrection(f family.Family) error {
 	if _, err := correct.ParseMethod(set.Correct); err != nil {
 		return fmt.Errorf("dmri: LOOCV --correct: %w", err)
@@ -251,11 +251,8 @@ func (set NetworkLOOSettings) checkCorrection(f family.Family) error {
 	if err := set.fitSettings(0).Validate(); err != nil {
 		return err
 	}
-	switch c := len(f.Components()); {
-	case BallAndSticks(f):
+	if BallAndSticks(f) {
 		return fmt.Errorf("dmri: LOOCV --correct runs the model-selection correction; %s is a ball-and-sticks family, cross-validate it without --correct", f.Name())
-	case c > MaxListedComponents:
-		return fmt.Errorf("dmri: LOOCV --correct needs the list of models, and %s's %d components have too many", f.Name(), c)
 	}
 	return nil
 }

@@ -68,6 +68,11 @@ type SelectFitter struct {
 	cs     correct.Settings
 	class  []string
 	always []bool
+	// With a correction of a sampled fit: groups are the family's
+	// exchangeable compartments (selectClass) and alwaysMasks the
+	// supported masks with at most CorrectAlways compartments.
+	groups      [][]int
+	alwaysMasks [][]bool
 	// sampled: the family has too many models to list (more than
 	// MaxListedComponents components); the model posterior is summarised
 	// from ModelDraws draws per voxel, Models is empty and Selection.MAP
@@ -107,9 +112,6 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	if c := len(f.Components()); c > MaxListedComponents {
 		if c > 32 {
 			return nil, fmt.Errorf("dmri: %s has %d components; a model-selection fit handles at most 32", f.Name(), c)
-		}
-		if correctKey(s.Correct) != "" {
-			return nil, fmt.Errorf("dmri: --correct needs the list of models, and %s's %d components have too many (2^%d masks)", f.Name(), c, c)
 		}
 		ft.sampled = true
 	} else {
@@ -368,6 +370,9 @@ func (ft *SelectFitter) fitBatch(s *Scan, start, n int, a *Selection) error {
 // θ) per voxel: from the corrected posterior with a correction, else M
 // from the network's q(M | x, λ) over the model list and θ ~ q(θ | M, x).
 func (ft *SelectFitter) jointSamples(obs []posterior.Observation, ids []int, start, at int, a *Selection) ([][][]bool, [][][]float64, error) {
+	if ft.sampled && ft.cs.Method != correct.None {
+		return ft.correctSampled(obs, start, at, a)
+	}
 	if ft.sampled {
 		return ft.sampledJoint(obs, start, at, a)
 	}

@@ -1,7 +1,11 @@
 package dmrifit
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"math/bits"
+	"slices"
 
 	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
@@ -61,6 +65,11 @@ func (ft *SelectFitter) setUpCorrection() error {
 		ft.cs.Particles = ft.set.CorrectParticles
 	}
 	comps := ft.fam.Components()
+	ft.groups = sym.Groups
+	if ft.sampled {
+		ft.alwaysMasks = baseSubsets(ft.fam, ft.set.CorrectAlways, ft.set.Lambda)
+		return nil
+	}
 	for _, m := range ft.masks {
 		ft.class = append(ft.class, selectClass(m, sym.Groups))
 		n := 0
@@ -165,4 +174,203 @@ func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.S
 		}
 	}
 	return masks, thetas, nil
+}
+
+// correctSampled is jointSamples with a correction for a family whose
+// models are too many to list (a sampled fit, such as bszt-conv). The
+// candidates of a voxel are the classes of its ModelDraws draws of
+// q(M | x, λ) that hold at least CorrectMinQ of them (and likewise of
+// draws at FitSettings.CorrectLambda), the class of the draw with the
+// largest exact q, and the classes of at most CorrectAlways
+// compartments, each expanded to all its masks (classMembers). The
+// component, class and model probabilities are then the corrected
+// posterior's, exact over the candidates; MAP is the bit code of the most
+// probable candidate and ModelMass the network's q mass of the distinct
+// draws at λ, as without a correction.
+func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at int, a *Selection) ([][][]bool, [][][]float64, error) {
+	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
+	n, C, K := len(obs), a.Components, len(ft.Classes)
+	D := ModelDraws
+	draws, err := ft.post.SampleMasksSupported(obs, ft.set.Lambda, D, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	var hi [][][]bool // draws at CorrectLambda, nil without
+	if ft.set.CorrectLambda > 0 {
+		if hi, err = ft.post.SampleMasksSupported(obs, ft.set.CorrectLambda, D, opt); err != nil {
+			return nil, nil, fmt.Errorf("dmri: model posterior at the candidates' λ: %w", err)
+		}
+	}
+	distinct := make([][][]bool, n)
+	for v := range n {
+		distinct[v] = distinctMasks(draws[v])
+	}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, distinct, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	minDraws := int(math.Ceil(CorrectMinQ * float64(D)))
+	cands := make([][][]bool, n)
+	for v := range n {
+		keys := map[string][]bool{} // class key → its canonical mask
+		var order []string          // keys in first-seen order (deterministic candidates)
+		add := func(m []bool) {
+			c := selectClass(m, ft.groups)
+			if _, ok := keys[c]; !ok {
+				keys[c] = m
+				order = append(order, c)
+			}
+		}
+		for _, ds := range [][][]bool{draws[v], hiOf(hi, v)} {
+			count := map[string]int{}
+			for _, m := range ds {
+				count[selectClass(m, ft.groups)]++
+			}
+			for _, m := range ds {
+				if count[selectClass(m, ft.groups)] >= minDraws {
+					add(m)
+				}
+			}
+		}
+		best := 0
+		mass := 0.0
+		for i, l := range lq[v] {
+			mass += math.Exp(l)
+			if l > lq[v][best] {
+				best = i
+			}
+		}
+		a.ModelMass[at+v] = float32(mass)
+		add(distinct[v][best])
+		for _, m := range ft.alwaysMasks {
+			add(m)
+		}
+		for _, c := range order {
+			cands[v] = append(cands[v], classMembers(keys[c], ft.groups)...)
+		}
+		// In increasing bit code, the model list's order: the SMC's
+		// starts are drawn in candidate order, so a listed and a sampled
+		// fit correcting the same masks give the same posterior.
+		slices.SortFunc(cands[v], func(x, y []bool) int { return cmp.Compare(family.MaskCode(x), family.MaskCode(y)) })
+		cands[v] = correct.Supported(ft.fam, cands[v], ft.set.Lambda)
+		a.CorrClasses[at+v] = float32(len(order))
+	}
+	cs := ft.cs
+	cs.Sample = ft.so
+	cs.Sample.Options = opt
+	corr, err := correct.Correct(ft.post, obs, cands, ft.set.Lambda, cs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dmri: correction: %w", err)
+	}
+	masks := make([][][]bool, n)
+	thetas := make([][][]float64, n)
+	for v := range n {
+		c := &corr[v]
+		g := at + v
+		comp := a.CompProb[g*C : (g+1)*C]
+		class := a.ClassProb[g*K : (g+1)*K]
+		for k, m := range cands[v] {
+			ft.addPresence(comp, class, m, float32(c.Prob[k]))
+		}
+		b := c.Best()
+		a.MAP[g], a.MAPProb[g] = int32(family.MaskCode(cands[v][b])), float32(c.Prob[b])
+		masks[v], thetas[v] = c.Draw(ft.set.Samples)
+		r := c.Results[b]
+		a.CorrESS[g], a.CorrSteps[g], a.CorrLogZSE[g] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)
+		if c.Failed {
+			a.CorrFailed[g] = 1
+		}
+	}
+	return masks, thetas, nil
+}
+
+// hiOf returns voxel v's draws at the candidates' λ, nil without.
+func hiOf(hi [][][]bool, v int) [][]bool {
+	if hi == nil {
+		return nil
+	}
+	return hi[v]
+}
+
+// distinctMasks returns the distinct masks of ms in first-seen order.
+func distinctMasks(ms [][]bool) [][]bool {
+	seen := map[uint32]bool{}
+	var out [][]bool
+	for _, m := range ms {
+		if c := family.MaskCode(m); !seen[c] {
+			seen[c] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// classMembers returns every mask of m's class (selectClass): m with the
+// active components of each exchangeable group moved to every subset of
+// the group's positions of the same size, in a fixed order.
+func classMembers(m []bool, groups [][]int) [][]bool {
+	out := [][]bool{append([]bool(nil), m...)}
+	for _, g := range groups {
+		n := 0
+		for _, k := range g {
+			if m[k] {
+				n++
+			}
+		}
+		if n == 0 || n == len(g) {
+			continue
+		}
+		var next [][]bool
+		for _, base := range out {
+			for sub := range uint32(1) << len(g) {
+				if bits.OnesCount32(sub) != n {
+					continue
+				}
+				c := append([]bool(nil), base...)
+				for i, k := range g {
+					c[k] = sub>>i&1 == 1
+				}
+				next = append(next, c)
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// baseSubsets returns the masks with positive prior probability at λ
+// whose signal compartments (family.Base) number at most k, with any
+// noise components: the classes a sampled fit corrects in every voxel
+// (FitSettings.CorrectAlways).
+func baseSubsets(f family.Family, k int, lambda float64) [][]bool {
+	comps := f.Components()
+	var base, other []int
+	for i, c := range comps {
+		if c.Kind == family.Base {
+			base = append(base, i)
+		} else {
+			other = append(other, i)
+		}
+	}
+	var out [][]bool
+	var rec func(from int, m []bool, used int)
+	rec = func(from int, m []bool, used int) {
+		for sub := range uint32(1) << len(other) {
+			c := append([]bool(nil), m...)
+			for i, k := range other {
+				c[k] = sub>>i&1 == 1
+			}
+			out = append(out, c)
+		}
+		if used == k {
+			return
+		}
+		for i := from; i < len(base); i++ {
+			m[base[i]] = true
+			rec(i+1, m, used+1)
+			m[base[i]] = false
+		}
+	}
+	rec(0, make([]bool, len(comps)), 0)
+	return correct.Supported(f, out, lambda)
 }

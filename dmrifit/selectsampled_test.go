@@ -166,3 +166,124 @@ func TestSelectSampledBSZTConv(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectSampledCorrectMatchesList: the correction of a sampled fit
+// (bszt-conv's path) against the listed fit's correction with the same
+// network, on bszt with the sampled path forced. At λ 0.1 the prior
+// charges ≥ 10 nats per stick, zeppelin or tensor, so every class the
+// network gives ≥ 1 % has at most two compartments, and CorrectAlways 2
+// makes both candidate sets all those classes: the two fits then correct
+// the same masks in the same (bit-code) order — the SMC's streams are
+// keyed by the seed, the voxel and the mask, its starts drawn in
+// candidate order — so the corrected component, class and MAP
+// probabilities must agree to float32 rounding (1e-5), and so must the
+// count of classes corrected and the MAP class. Also checked: the class
+// expansion gives every relabelling once (classMembers).
+func TestSelectSampledCorrectMatchesList(t *testing.T) {
+	const nv, lambda = 2, 0.1
+	post, scan := perturbedBSZTScan(t, nv)
+	set := FitSettings{Lambda: lambda, Samples: 2, Steps: 2, Solver: "ab2", Seed: 11, BatchSize: nv, Correct: "smc", CorrectParticles: 8, CorrectAlways: 2}
+	listed, err := NewSelectFitter(post, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := listed.Fit(context.Background(), scan, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := NewSelectFitter(post, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft.sampled, ft.Models, ft.masks = true, nil, nil
+	if err := ft.setUpCorrection(); err != nil { // the always-set of a sampled fit
+		t.Fatal(err)
+	}
+	s, err := ft.Fit(context.Background(), scan, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	C, K := e.Components, len(listed.Classes)
+	for v := range nv {
+		if s.CorrClasses[v] != e.CorrClasses[v] {
+			t.Errorf("voxel %d: %v classes corrected, listed fit %v", v, s.CorrClasses[v], e.CorrClasses[v])
+		}
+		for k := range C {
+			if d := math.Abs(float64(s.CompProb[v*C+k] - e.CompProb[v*C+k])); d > 1e-5 {
+				t.Errorf("voxel %d, component %d: sampled corrected %v, listed %v", v, k, s.CompProb[v*C+k], e.CompProb[v*C+k])
+			}
+		}
+		for c := range K {
+			if d := math.Abs(float64(s.ClassProb[v*K+c] - e.ClassProb[v*K+c])); d > 1e-5 {
+				t.Errorf("voxel %d, class %s: sampled corrected %v, listed %v", v, listed.Classes[c].Name, s.ClassProb[v*K+c], e.ClassProb[v*K+c])
+			}
+		}
+		lm := listed.masks[e.MAP[v]]
+		sm := make([]bool, C)
+		for k := range sm {
+			sm[k] = uint32(s.MAP[v])>>k&1 == 1
+		}
+		if selectClass(sm, listed.groups) != selectClass(lm, listed.groups) || math.Abs(float64(s.MAPProb[v]-e.MAPProb[v])) > 1e-5 {
+			t.Errorf("voxel %d: sampled MAP %s (%v), listed %s (%v)", v, family.MaskString(sm), s.MAPProb[v], family.MaskString(lm), e.MAPProb[v])
+		}
+		t.Logf("voxel %d: %v classes, MAP %s %.3f", v, s.CorrClasses[v], family.MaskString(sm), s.MAPProb[v])
+	}
+	// classMembers: the class of two sticks and one tensor of bszt has
+	// C(3,2)·C(3,1) = 9 masks, all distinct and all of the class.
+	m := make([]bool, C)
+	g := listed.groups
+	m[g[0][0]], m[g[0][1]], m[g[2][0]] = true, true, true
+	members := classMembers(m, g)
+	seen := map[uint32]bool{}
+	for _, x := range members {
+		seen[family.MaskCode(x)] = true
+		if selectClass(x, g) != selectClass(m, g) {
+			t.Errorf("classMembers: %s is not of %s's class", family.MaskString(x), family.MaskString(m))
+		}
+	}
+	if len(members) != 9 || len(seen) != 9 {
+		t.Errorf("classMembers: %d masks (%d distinct), want 9", len(members), len(seen))
+	}
+}
+
+// TestSelectSampledCorrectBSZTConv: the corrected sampled fit of
+// bszt-conv end to end (dispersed and convolved compartments in the SMC)
+// on two voxels: maps in range, diagnostics present, the noise models'
+// corrected probabilities summing to 1, and the MAP mask of positive
+// prior probability. The untrained network's draws are nearly uniform,
+// so the candidates are the classes the draws hit ≥ 3 times of 256.
+func TestSelectSampledCorrectBSZTConv(t *testing.T) {
+	f := fdmri.BSZTConv()
+	post := posterior.New(smallNet(t, "bszt-conv", f))
+	scan, err := LoadScan(writeSynthetic(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nv = 2
+	scan.Voxels = scan.Voxels[:nv]
+	scan.Signal = scan.Signal[:nv*scan.Design.N]
+	set := FitSettings{Lambda: 0.3, Samples: 4, Steps: 2, Solver: "ab2", Seed: 3, BatchSize: nv, Correct: "smc", CorrectParticles: 8}
+	ft, err := NewSelectFitter(post, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ft.Fit(context.Background(), scan, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCorrected(t, a)
+	C := a.Components
+	for v := range nv {
+		if noise := a.CompProb[v*C+C-2] + a.CompProb[v*C+C-1]; math.Abs(float64(noise)-1) > 1e-5 {
+			t.Errorf("voxel %d: the noise models' corrected probabilities sum to %v, want 1", v, noise)
+		}
+		m := make([]bool, C)
+		for k := range m {
+			m[k] = uint32(a.MAP[v])>>k&1 == 1
+		}
+		if math.IsInf(f.MaskPrior().LogProb(m, set.Lambda), -1) {
+			t.Errorf("voxel %d: MAP mask %s outside the prior's support", v, family.MaskString(m))
+		}
+		t.Logf("voxel %d: %v classes corrected, MAP %s (%.3f)", v, a.CorrClasses[v], family.MaskString(m), a.MAPProb[v])
+	}
+}
