@@ -17,7 +17,7 @@ import (
 
 // Files holds every bundled file under its path in this directory.
 //
-//go:embed README.md xa30-prisma-b2500-wholebrain symbolic-k15-example.jsonl
+//go:embed README.md xa30-prisma-b2500-wholebrain symbolic-k15-example.jsonl symbolic-k50-example.jsonl
 var Files embed.FS
 
 // Paths of the bundled data sets inside Files.
@@ -35,7 +35,22 @@ const (
 	// SymbolicExample is the symbolic-k15 observation (`prism simulate`
 	// JSON line with its true mask and parameters).
 	SymbolicExample = "symbolic-k15-example.jsonl"
+	// SymbolicK50Example is the symbolic-k50 observation, in the same
+	// format.
+	SymbolicK50Example = "symbolic-k50-example.jsonl"
 )
+
+// Example returns the bundled observation file of the named family, or
+// "" if prism bundles none for it.
+func Example(family string) string {
+	switch family {
+	case "symbolic-k15":
+		return SymbolicExample
+	case "symbolic-k50":
+		return SymbolicK50Example
+	}
+	return ""
+}
 
 // CopyTo writes every bundled file below dir, keeping the paths of Files,
 // so that the scan's licence lands next to it.

@@ -42,9 +42,9 @@ func TestCopyTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// README, the observation, and the scan's 7 files.
-	if n != 9 {
-		t.Errorf("%d files embedded, want 9", n)
+	// README, the two symbolic observations, and the scan's 7 files.
+	if n != 10 {
+		t.Errorf("%d files embedded, want 10", n)
 	}
 	lic, err := os.ReadFile(filepath.Join(dir, ScanLicense))
 	if err != nil {
@@ -81,12 +81,24 @@ func TestScan(t *testing.T) {
 	}
 }
 
-// TestSymbolicExample: the observation is one symbolic-k15 data set on
-// the family's grid with a mask the prior allows (one noise model).
+// TestSymbolicExample: each bundled symbolic observation is one data set
+// of its family on the family's grid with a mask the prior allows (one
+// noise model), and Example names it.
 func TestSymbolicExample(t *testing.T) {
-	b, err := Files.ReadFile(SymbolicExample)
+	for _, name := range []string{"symbolic-k15", "symbolic-k50"} {
+		checkSymbolicExample(t, name)
+	}
+	if Example("bszt") != "" {
+		t.Errorf("Example(bszt) = %q, want none", Example("bszt"))
+	}
+}
+
+func checkSymbolicExample(t *testing.T, name string) {
+	t.Helper()
+	file := Example(name)
+	b, err := Files.ReadFile(file)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	var line struct {
 		X    []float64 `json:"x"`
@@ -95,12 +107,12 @@ func TestSymbolicExample(t *testing.T) {
 	if err := json.Unmarshal(b, &line); err != nil {
 		t.Fatal(err)
 	}
-	f, err := family.Lookup("symbolic-k15")
+	f, err := family.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(line.X) != 1000 || len(line.Mask) != len(f.Components()) {
-		t.Fatalf("%d values, %d-entry mask", len(line.X), len(line.Mask))
+		t.Fatalf("%s: %d values, %d-entry mask", file, len(line.X), len(line.Mask))
 	}
 	noise := 0
 	for k, c := range f.Components() {
@@ -109,6 +121,6 @@ func TestSymbolicExample(t *testing.T) {
 		}
 	}
 	if noise != 1 {
-		t.Errorf("mask %v switches on %d noise models, want 1", line.Mask, noise)
+		t.Errorf("%s: mask %v switches on %d noise models, want 1", file, line.Mask, noise)
 	}
 }

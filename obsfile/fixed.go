@@ -75,12 +75,16 @@ func ParseOne(name string, b []byte, f family.Family) (posterior.Observation, []
 	return posterior.Observation{Design: d, X: x}, truth, nil
 }
 
-// BundledExample returns the symbolic-k15 observation bundled with prism
-// (package data) and its true mask.
+// BundledExample returns the observation bundled with prism for f's
+// family (package data: symbolic-k15 and symbolic-k50) and its true mask.
 func BundledExample(f family.Family) (posterior.Observation, []bool, error) {
-	b, err := data.Files.ReadFile(data.SymbolicExample)
+	name := data.Example(f.Name())
+	if name == "" {
+		return posterior.Observation{}, nil, fmt.Errorf("obsfile: prism bundles no example observation for %s (it does for symbolic-k15 and symbolic-k50)", f.Name())
+	}
+	b, err := data.Files.ReadFile(name)
 	if err != nil {
 		return posterior.Observation{}, nil, fmt.Errorf("obsfile: %w", err)
 	}
-	return ParseOne(data.SymbolicExample, b, f)
+	return ParseOne(name, b, f)
 }

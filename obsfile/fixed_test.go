@@ -6,6 +6,7 @@ import (
 
 	"github.com/prismsbi/prism/family"
 	_ "github.com/prismsbi/prism/family/lingauss"
+	_ "github.com/prismsbi/prism/family/symbolic"
 )
 
 // TestParseOne: a CSV row and a JSON line on the fixed design of
@@ -42,5 +43,31 @@ func TestParseOne(t *testing.T) {
 		if _, _, err := ParseOne("obs", []byte(c.body), f); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "obs") {
 			t.Errorf("%.20q: error %v, want one naming the file and %q", c.body, err, c.want)
 		}
+	}
+}
+
+// TestBundledExample: the bundled observation of symbolic-k15 and of
+// symbolic-k50 parses on its family's grid with its true mask, and a
+// family without one is an error naming it.
+func TestBundledExample(t *testing.T) {
+	for _, name := range []string{"symbolic-k15", "symbolic-k50"} {
+		f, err := family.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, truth, err := BundledExample(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if obs.Design.N != 1000 || len(obs.X) != 1000 || len(truth) != len(f.Components()) {
+			t.Errorf("%s: %d points, %d values, %d-entry mask", name, obs.Design.N, len(obs.X), len(truth))
+		}
+	}
+	f, err := family.Lookup("lingauss-k6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := BundledExample(f); err == nil || !strings.Contains(err.Error(), "lingauss-k6") {
+		t.Errorf("lingauss-k6: error %v, want one naming the family", err)
 	}
 }

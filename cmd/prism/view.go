@@ -127,7 +127,7 @@ func loadGridView(n *netFlags, obsPath string, index int, candPath string, seed 
 	switch {
 	case example:
 		obs, truth, err = obsfile.BundledExample(f)
-		name = "bundled example (" + data.SymbolicExample + ")"
+		name = "bundled example (" + data.Example(f.Name()) + ")"
 	case obsPath != "":
 		var rec obsfile.Record
 		rec, err = obsfile.ReadOne(obsPath, index, f, func() (family.Design, error) { return obsfile.FixedDesign(f) })
