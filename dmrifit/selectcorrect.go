@@ -151,21 +151,35 @@ func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.S
 		}
 		a.CorrClasses[start+v] = float32(len(classes))
 	}
+	corr, masks, thetas, err := ft.correctAndDraw(obs, cands, so, a, start)
+	if err != nil {
+		return nil, nil, err
+	}
+	for v := range n {
+		clear(probs[v])
+		for k, m := range pos[v] {
+			probs[v][m] = float32(corr[v].Prob[k])
+		}
+	}
+	return masks, thetas, nil
+}
+
+// correctAndDraw corrects the voxels obs over their candidates cands,
+// records the most probable candidate's diagnostics in a's maps at at,
+// at+1, …, and returns the corrected posteriors and Samples joint draws
+// (masks, latent θ) per voxel from them.
+func (ft *SelectFitter) correctAndDraw(obs []posterior.Observation, cands [][][]bool, so posterior.SampleOptions, a *Selection, at int) ([]correct.Corrected, [][][]bool, [][][]float64, error) {
 	cs := ft.cs
 	cs.Sample = so
 	corr, err := correct.Correct(ft.post, obs, cands, ft.set.Lambda, cs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: correction: %w", err)
+		return nil, nil, nil, fmt.Errorf("dmri: correction: %w", err)
 	}
-	masks := make([][][]bool, n)
-	thetas := make([][][]float64, n)
-	for v := range n {
+	masks := make([][][]bool, len(obs))
+	thetas := make([][][]float64, len(obs))
+	for v := range obs {
 		c := &corr[v]
-		g := start + v
-		clear(probs[v])
-		for k, m := range pos[v] {
-			probs[v][m] = float32(c.Prob[k])
-		}
+		g := at + v
 		masks[v], thetas[v] = c.Draw(ft.set.Samples)
 		r := c.Results[c.Best()]
 		a.CorrESS[g], a.CorrSteps[g], a.CorrLogZSE[g] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)
@@ -173,7 +187,7 @@ func (ft *SelectFitter) correctBatch(obs []posterior.Observation, so posterior.S
 			a.CorrFailed[g] = 1
 		}
 	}
-	return masks, thetas, nil
+	return corr, masks, thetas, nil
 }
 
 // correctSampled is jointSamples with a correction for a family whose
@@ -255,15 +269,12 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 		cands[v] = correct.Supported(ft.fam, cands[v], ft.set.Lambda)
 		a.CorrClasses[at+v] = float32(len(order))
 	}
-	cs := ft.cs
-	cs.Sample = ft.so
-	cs.Sample.Options = opt
-	corr, err := correct.Correct(ft.post, obs, cands, ft.set.Lambda, cs)
+	so := ft.so
+	so.Options = opt
+	corr, masks, thetas, err := ft.correctAndDraw(obs, cands, so, a, at)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: correction: %w", err)
+		return nil, nil, err
 	}
-	masks := make([][][]bool, n)
-	thetas := make([][][]float64, n)
 	for v := range n {
 		c := &corr[v]
 		g := at + v
@@ -274,12 +285,6 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 		}
 		b := c.Best()
 		a.MAP[g], a.MAPProb[g] = int32(family.MaskCode(cands[v][b])), float32(c.Prob[b])
-		masks[v], thetas[v] = c.Draw(ft.set.Samples)
-		r := c.Results[b]
-		a.CorrESS[g], a.CorrSteps[g], a.CorrLogZSE[g] = float32(r.ESS), float32(r.Steps), float32(r.LogEvidenceSE)
-		if c.Failed {
-			a.CorrFailed[g] = 1
-		}
 	}
 	return masks, thetas, nil
 }
