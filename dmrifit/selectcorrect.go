@@ -226,7 +226,7 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 	minDraws := int(math.Ceil(CorrectMinQ * float64(D)))
 	cands := make([][][]bool, n)
 	for v := range n {
-		keys := map[string][]bool{} // class key → its canonical mask
+		keys := map[string][]bool{} // class key → a mask of the class
 		var order []string          // keys in first-seen order (deterministic candidates)
 		add := func(m []bool) {
 			c := selectClass(m, ft.groups)
