@@ -133,30 +133,34 @@ func TestExportCommand(t *testing.T) {
 	}
 }
 
-// TestSymbolicExampleCommand: the command data/README.md documents
-// regenerates the bundled observation byte for byte.
+// TestSymbolicExampleCommand: the commands data/README.md documents
+// regenerate the bundled observations byte for byte.
 func TestSymbolicExampleCommand(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "ex.jsonl")
-	if code, _, errs := prism("simulate", "--family", "symbolic-k15", "--n", "1", "--seed", "2", "--lambda", "0.3", "--out", out); code != 0 {
-		t.Fatalf("simulate: %s", errs)
-	}
-	a, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(exampleObs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Error("the documented simulate command no longer reproduces data/symbolic-k15-example.jsonl")
-	}
 	readme, err := os.ReadFile("../../data/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "simulate --family symbolic-k15 --n 1 --seed 2 --lambda 0.3 --out data/symbolic-k15-example.jsonl") {
-		t.Error("data/README.md does not document the command this test runs")
+	for _, name := range []string{"symbolic-k15", "symbolic-k50"} {
+		file := "data/" + name + "-example.jsonl"
+		args := []string{"simulate", "--family", name, "--n", "1", "--seed", "2", "--lambda", "0.3", "--out"}
+		out := filepath.Join(t.TempDir(), "ex.jsonl")
+		if code, _, errs := prism(append(args, out)...); code != 0 {
+			t.Fatalf("simulate: %s", errs)
+		}
+		a, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile("../../" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("the documented simulate command no longer reproduces %s", file)
+		}
+		if cmd := strings.Join(append(args, file), " "); !strings.Contains(string(readme), cmd) {
+			t.Errorf("data/README.md does not document %q", cmd)
+		}
 	}
 }
 
