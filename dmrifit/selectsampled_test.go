@@ -183,26 +183,11 @@ func TestSelectSampledCorrectMatchesList(t *testing.T) {
 	const nv, lambda = 2, 0.1
 	post, scan := perturbedBSZTScan(t, nv)
 	set := FitSettings{Lambda: lambda, Samples: 2, Steps: 2, Solver: "ab2", Seed: 11, BatchSize: nv, Correct: "smc", CorrectParticles: 8, CorrectAlways: 2}
-	listed, err := NewSelectFitter(post, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := listed.Fit(context.Background(), scan, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := NewSelectFitter(post, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft.sampled, ft.Models, ft.masks = true, nil, nil
-	if err := ft.setUpCorrection(); err != nil { // the always-set of a sampled fit
-		t.Fatal(err)
-	}
-	s, err := ft.Fit(context.Background(), scan, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	listed, e := selectFit(t, post, scan, set, nil)
+	_, s := selectFit(t, post, scan, set, func(ft *SelectFitter) error {
+		ft.sampled, ft.Models, ft.masks = true, nil, nil
+		return ft.setUpCorrection() // the always-set of a sampled fit
+	})
 	C, K := e.Components, len(listed.Classes)
 	for v := range nv {
 		if s.CorrClasses[v] != e.CorrClasses[v] {
@@ -263,14 +248,7 @@ func TestSelectSampledCorrectBSZTConv(t *testing.T) {
 	scan.Voxels = scan.Voxels[:nv]
 	scan.Signal = scan.Signal[:nv*scan.Design.N]
 	set := FitSettings{Lambda: 0.3, Samples: 4, Steps: 2, Solver: "ab2", Seed: 3, BatchSize: nv, Correct: "smc", CorrectParticles: 8}
-	ft, err := NewSelectFitter(post, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := ft.Fit(context.Background(), scan, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a := selectFit(t, post, scan, set, nil)
 	checkCorrected(t, a)
 	C := a.Components
 	for v := range nv {
@@ -286,4 +264,24 @@ func TestSelectSampledCorrectBSZTConv(t *testing.T) {
 		}
 		t.Logf("voxel %d: %v classes corrected, MAP %s (%.3f)", v, a.CorrClasses[v], family.MaskString(m), a.MAPProb[v])
 	}
+}
+
+// selectFit fits scan with a SelectFitter of post and set, changed by
+// prep (nil: none) before the fit.
+func selectFit(t *testing.T, post *posterior.Posterior, scan *Scan, set FitSettings, prep func(*SelectFitter) error) (*SelectFitter, *Selection) {
+	t.Helper()
+	ft, err := NewSelectFitter(post, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prep != nil {
+		if err := prep(ft); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := ft.Fit(context.Background(), scan, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ft, a
 }
