@@ -448,23 +448,9 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
 	n, C, K, S := len(obs), a.Components, len(ft.Classes), a.Samples
 	D := max(ModelDraws, S)
-	draws, err := ft.post.SampleMasksSupported(obs, ft.set.Lambda, D, opt)
+	dm, err := ft.drawModels(obs, D, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
-	}
-	distinct := make([][][]bool, n)
-	for v := range n {
-		seen := map[uint32]bool{}
-		for _, m := range draws[v] {
-			if c := family.MaskCode(m); !seen[c] {
-				seen[c] = true
-				distinct[v] = append(distinct[v], m)
-			}
-		}
-	}
-	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, distinct, opt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+		return nil, nil, err
 	}
 	w := float32(1) / float32(D)
 	masks := make([][][]bool, n)
@@ -472,18 +458,11 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 		g := at + v
 		comp := a.CompProb[g*C : (g+1)*C]
 		class := a.ClassProb[g*K : (g+1)*K]
-		for _, m := range draws[v] {
+		for _, m := range dm.draws[v] {
 			ft.addPresence(comp, class, m, w)
 		}
-		best, mass := 0, 0.0
-		for i, l := range lq[v] {
-			mass += math.Exp(l)
-			if l > lq[v][best] {
-				best = i
-			}
-		}
-		a.MAP[g], a.MAPProb[g], a.ModelMass[g] = int32(family.MaskCode(distinct[v][best])), float32(math.Exp(lq[v][best])), float32(mass)
-		masks[v] = draws[v][:S]
+		a.MAP[g], a.MAPProb[g], a.ModelMass[g] = int32(family.MaskCode(dm.mapMask[v])), float32(dm.mapQ[v]), float32(dm.mass[v])
+		masks[v] = dm.draws[v][:S]
 	}
 	so := ft.so
 	so.Options = opt
@@ -496,6 +475,43 @@ func (ft *SelectFitter) sampledJoint(obs []posterior.Observation, start, at int,
 		ts[v] = sets[v].Theta
 	}
 	return masks, ts, nil
+}
+
+// drawnModels are a sampled fit's draws of q(M | x, λ), per voxel.
+type drawnModels struct {
+	draws   [][][]bool // the draws, on the prior's support
+	mapMask [][]bool   // the distinct draw of largest exact q
+	mapQ    []float64  // its q
+	mass    []float64  // the q mass of the distinct draws
+}
+
+// drawModels draws D masks per voxel of obs from q(M | x, λ) (streams
+// opt) and scores their distinct masks exactly (LogProbMasks).
+func (ft *SelectFitter) drawModels(obs []posterior.Observation, D int, opt posterior.Options) (*drawnModels, error) {
+	draws, err := ft.post.SampleMasksSupported(obs, ft.set.Lambda, D, opt)
+	if err != nil {
+		return nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	distinct := make([][][]bool, len(obs))
+	for v := range obs {
+		distinct[v] = distinctMasks(draws[v])
+	}
+	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, distinct, opt)
+	if err != nil {
+		return nil, fmt.Errorf("dmri: model posterior: %w", err)
+	}
+	dm := &drawnModels{draws: draws, mapMask: make([][]bool, len(obs)), mapQ: make([]float64, len(obs)), mass: make([]float64, len(obs))}
+	for v := range obs {
+		best := 0
+		for i, l := range lq[v] {
+			dm.mass[v] += math.Exp(l)
+			if l > lq[v][best] {
+				best = i
+			}
+		}
+		dm.mapMask[v], dm.mapQ[v] = distinct[v][best], math.Exp(lq[v][best])
+	}
+	return dm, nil
 }
 
 // addPresence adds weight w to comp[k] for every active component k of

@@ -205,23 +205,15 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 	opt := posterior.Options{Seed: ft.set.Seed, Offset: uint64(start)}
 	n, C, K := len(obs), a.Components, len(ft.Classes)
 	D := ModelDraws
-	draws, err := ft.post.SampleMasksSupported(obs, ft.set.Lambda, D, opt)
+	dm, err := ft.drawModels(obs, D, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
+		return nil, nil, err
 	}
 	var hi [][][]bool // draws at CorrectLambda, nil without
 	if ft.set.CorrectLambda > 0 {
 		if hi, err = ft.post.SampleMasksSupported(obs, ft.set.CorrectLambda, D, opt); err != nil {
 			return nil, nil, fmt.Errorf("dmri: model posterior at the candidates' λ: %w", err)
 		}
-	}
-	distinct := make([][][]bool, n)
-	for v := range n {
-		distinct[v] = distinctMasks(draws[v])
-	}
-	lq, err := ft.post.LogProbMasks(obs, ft.set.Lambda, distinct, opt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dmri: model posterior: %w", err)
 	}
 	minDraws := int(math.Ceil(CorrectMinQ * float64(D)))
 	cands := make([][][]bool, n)
@@ -235,7 +227,7 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 				order = append(order, c)
 			}
 		}
-		for _, ds := range [][][]bool{draws[v], hiOf(hi, v)} {
+		for _, ds := range [][][]bool{dm.draws[v], hiOf(hi, v)} {
 			count := map[string]int{}
 			for _, m := range ds {
 				count[selectClass(m, ft.groups)]++
@@ -246,16 +238,8 @@ func (ft *SelectFitter) correctSampled(obs []posterior.Observation, start, at in
 				}
 			}
 		}
-		best := 0
-		mass := 0.0
-		for i, l := range lq[v] {
-			mass += math.Exp(l)
-			if l > lq[v][best] {
-				best = i
-			}
-		}
-		a.ModelMass[at+v] = float32(mass)
-		add(distinct[v][best])
+		a.ModelMass[at+v] = float32(dm.mass[v])
+		add(dm.mapMask[v])
 		for _, m := range ft.alwaysMasks {
 			add(m)
 		}
