@@ -228,10 +228,12 @@ func Describe(name string, data []byte) (Info, error) {
 	// A warm start names its source run in the runs/NAME layout of
 	// models/README.md (the recorded path is the training machine's), or
 	// the shipped weights file it started from (models/NAME.safetensors).
-	if src := filepath.Base(h.cfg.InitFrom); h.cfg.InitFrom != "" && strings.HasSuffix(src, Ext) {
-		flags += " --init-from models/" + src
-	} else if h.cfg.InitFrom != "" {
-		flags += " --init-from runs/" + src
+	if h.cfg.InitFrom != "" {
+		src, dir := filepath.Base(h.cfg.InitFrom), "runs/"
+		if strings.HasSuffix(src, Ext) {
+			dir = "models/"
+		}
+		flags += " --init-from " + dir + src
 	}
 	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, flags, name)
 	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, flags, name)
