@@ -123,6 +123,24 @@ func (s FitSettings) ResolveCorrect(ballAndSticks bool) FitSettings {
 	return s
 }
 
+// CheckScope reports settings that the fit of a network of family f
+// would ignore: --correct-lambda and --correct-always choose the model
+// classes of a model-selection correction, so they need one (a resolved
+// Correct other than "none") and a model-selection family. Call it on
+// settings resolved by ResolveCorrect.
+func (s FitSettings) CheckScope(f family.Family) error {
+	if s.CorrectLambda == 0 && s.CorrectAlways == 0 {
+		return nil
+	}
+	if BallAndSticks(f) {
+		return fmt.Errorf("dmri: --correct-lambda and --correct-always choose the model classes of a model-selection correction; %s is a ball-and-sticks family (its correction refines the stick fit of every voxel), drop them", f.Name())
+	}
+	if s.Correct == "none" {
+		return fmt.Errorf("dmri: --correct-lambda and --correct-always need --correct smc or is (the correction is off)")
+	}
+	return nil
+}
+
 // OutputVersion identifies how FitBatch turns network samples into its
 // outputs; it changes when they change for the same settings and weights
 // (2: sticks aligned across samples and samples from the most probable

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/correct"
+	"github.com/prismsbi/prism/family"
 	fdmri "github.com/prismsbi/prism/family/dmri"
 )
 
@@ -312,5 +313,30 @@ func TestResolveCorrect(t *testing.T) {
 	d.Correct = "automatic"
 	if err := d.Validate(); err == nil {
 		t.Error("an unknown correction validated")
+	}
+}
+
+// TestCheckScope: --correct-lambda and --correct-always are refused where
+// a fit would ignore them (a ball-and-sticks family, or no correction) and
+// accepted for a corrected model-selection fit.
+func TestCheckScope(t *testing.T) {
+	corrected := DefaultFitSettings()
+	corrected.Correct, corrected.CorrectLambda, corrected.CorrectAlways = "smc", 0.9, 1
+	off := corrected
+	off.Correct = "none"
+	for _, c := range []struct {
+		name string
+		s    FitSettings
+		f    family.Family
+		ok   bool
+	}{
+		{"bszt smc", corrected.ResolveCorrect(false), fdmri.BSZT(), true},
+		{"bszt none", off.ResolveCorrect(false), fdmri.BSZT(), false},
+		{"b3s smc", corrected.ResolveCorrect(true), fdmri.B3S(), false},
+		{"b3s defaults", DefaultFitSettings().ResolveCorrect(true), fdmri.B3S(), true},
+	} {
+		if err := c.s.CheckScope(c.f); (err == nil) != c.ok {
+			t.Errorf("%s: CheckScope = %v, want ok %v", c.name, err, c.ok)
+		}
 	}
 }

@@ -195,6 +195,9 @@ func Run(ctx context.Context, scan *Scan, post *posterior.Posterior, s FitSettin
 	}
 	cfg.Timings = timings
 	s = s.ResolveCorrect(BallAndSticks(post.Family()))
+	if err := s.CheckScope(post.Family()); err != nil {
+		return nil, err
+	}
 	r := &run{cfg: cfg, scan: scan, post: post, set: s, start: cfg.Started}
 	if !BallAndSticks(post.Family()) {
 		if cfg.Shard != nil {

@@ -487,6 +487,10 @@ func TestDMRIFitErrors(t *testing.T) {
 		{with("--dwi", allNaN), ck, "allnan.nii.gz"},
 		{flags, filepath.Join(dir, "no-ckpt"), "no-ckpt"},
 		{flags, lingauss, "lingauss-k6"},
+		// A ball-and-sticks fit would ignore the model-selection
+		// correction's class choices: refused, not silently dropped.
+		{append(append([]string(nil), flags...), "--correct-lambda", "0.9"), ck, "ball-and-sticks"},
+		{append(append([]string(nil), flags...), "--correct-always", "1"), ck, "ball-and-sticks"},
 	} {
 		out := filepath.Join(dir, "out-bad")
 		args := append(append([]string{"dmri", "fit"}, c.flags...), "--checkpoint", c.ck, "--out", out, "--samples", "2", "--steps", "2", "--quiet")
