@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strings"
 )
 
 // command is one sub-command of prism. Each lives in its own file and adds
@@ -74,7 +75,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "prism %s: %v\n", args[0], err)
+		// Library errors of package dmri's commands start with "dmri: "
+		// already; print "prism dmri: …" once, not "prism dmri: dmri: …".
+		msg := strings.TrimPrefix(err.Error(), args[0]+": ")
+		fmt.Fprintf(stderr, "prism %s: %s\n", args[0], msg)
 		return 1
 	}
 	return 0
