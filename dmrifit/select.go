@@ -550,9 +550,7 @@ func (ft *SelectFitter) mapModels(a *Selection) ([]Model, map[int32]int) {
 	index := make(map[int32]int, len(sorted))
 	for i, c := range sorted {
 		m := make([]bool, len(comps))
-		for k := range m {
-			m[k] = uint32(c)>>k&1 == 1
-		}
+		family.MaskFromCode(uint32(c), m)
 		models[i] = newModel(comps, m, i+1)
 		index[c] = i + 1
 	}

@@ -33,9 +33,7 @@ func modelSpace(f family.Family, limit int) [][]bool {
 	for b := 0; b < 1<<B; b++ {
 		for nz := 0; nz < M; nz++ {
 			m := make([]bool, B+M)
-			for k := 0; k < B; k++ {
-				m[k] = b>>k&1 == 1
-			}
+			family.MaskFromCode(uint32(b), m[:B])
 			m[B+nz] = true
 			if !math.IsInf(prior.LogProb(m, 0.5), -1) {
 				out = append(out, m)

@@ -249,6 +249,15 @@ func MaskCode(mask []bool) uint32 {
 	return code
 }
 
+// MaskFromCode writes the mask whose bit code (MaskCode) is code into
+// mask, one bit per element: mask[k] = bit k of code. It allocates
+// nothing, for loops over all masks of a family.
+func MaskFromCode(code uint32, mask []bool) {
+	for k := range mask {
+		mask[k] = code>>k&1 == 1
+	}
+}
+
 // ParseMask parses a string of C characters '0'/'1' (as written by
 // MaskString) into a mask.
 func ParseMask(s string, C int) ([]bool, error) {

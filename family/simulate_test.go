@@ -287,5 +287,12 @@ func TestMaskCode(t *testing.T) {
 		if got := MaskCode(m); got != c.want {
 			t.Errorf("MaskCode(%s) = %d, want %d", c.mask, got, c.want)
 		}
+		back := make([]bool, len(c.mask))
+		for k := range back {
+			back[k] = k%2 == 0 // stale contents, overwritten
+		}
+		if MaskFromCode(c.want, back); MaskString(back) != c.mask {
+			t.Errorf("MaskFromCode(%d) = %s, want %s", c.want, MaskString(back), c.mask)
+		}
 	}
 }

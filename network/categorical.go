@@ -71,9 +71,7 @@ func (n *Net) planCategorical() error {
 	cat := &categorical{class: map[uint32]int32{}}
 	m := make([]bool, n.c)
 	for code := uint32(0); code < 1<<n.c; code++ {
-		for k := range m {
-			m[k] = code>>k&1 == 1
-		}
+		family.MaskFromCode(code, m)
 		if math.IsInf(prior.LogProb(m, supportLambda), -1) {
 			continue
 		}

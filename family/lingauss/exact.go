@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/prismsbi/prism/family"
 	"gonum.org/v1/gonum/floats"
 )
 
@@ -137,9 +138,7 @@ func MaskIndex(mask []bool) int {
 // component, which is always on) for a ModelPosterior index.
 func MaskFromIndex(idx int) []bool {
 	mask := make([]bool, K+1)
-	for k := 0; k < K; k++ {
-		mask[k] = idx>>k&1 == 1
-	}
+	family.MaskFromCode(uint32(idx), mask[:K])
 	mask[K] = true
 	return mask
 }
@@ -153,9 +152,7 @@ func (f *Family) ModelPosterior(y []float64, lambda float64) []float64 {
 	mask := make([]bool, K+1)
 	mask[K] = true
 	for idx := range lp {
-		for k := 0; k < K; k++ {
-			mask[k] = idx>>k&1 == 1
-		}
+		family.MaskFromCode(uint32(idx), mask[:K])
 		lp[idx] = f.prior.LogProb(mask, lambda) + f.logEvidence(&s, mask)
 	}
 	z := floats.LogSumExp(lp)
