@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
@@ -207,8 +209,25 @@ type PhantomResult struct {
 // model posterior is the corrected one of a `dmri fit` with those
 // settings (SelectFitter; fit.Lambda is replaced by lambda), the voxels
 // of class i taking the random streams of scan voxels i·perClass, ….
+//
+// A family of more components than MaxListedComponents (bszt-conv) has
+// no model list: its voxels are classified as a sampled `dmri fit`
+// classifies them (sampledPhantom).
 func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr, lambda float64, seed uint64, fit *FitSettings) ([]PhantomResult, error) {
 	f := p.Family()
+	if len(f.Components()) > MaxListedComponents {
+		s := DefaultFitSettings()
+		s.Correct = "none"
+		if fit != nil {
+			s = *fit
+		}
+		s.Lambda, s.Seed, s.Samples = lambda, seed, ModelDraws
+		ft, err := NewSelectFitter(p, s)
+		if err != nil {
+			return nil, err
+		}
+		return ft.sampledPhantom(d, perClass, snr, seed)
+	}
 	var ft *SelectFitter
 	if fit != nil && correctKey(fit.Correct) != "" {
 		s := *fit
@@ -293,34 +312,119 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 					ps[s] /= z
 				}
 			}
-			best := ""
-			for s, v := range ps {
-				if best == "" || v > ps[best] || (v == ps[best] && s < best) {
-					best = s
-				}
-			}
-			// Right among the phantom classes only when strictly most probable.
-			among := true
-			for _, s := range PhantomClasses {
-				if s != c && ps[s] >= ps[c] {
-					among = false
-				}
-			}
-			if among {
-				res.RightAmong++
-			}
-			res.Predicted[best]++
-			if best == c {
-				res.Right++
-			}
-			res.MeanProb += ps[c]
+			res.add(ps)
 		}
-		n := float64(perClass)
-		res.Right /= n
-		res.RightAmong /= n
-		res.MeanProb /= n
-		res.RightSE = math.Sqrt(res.Right * (1 - res.Right) / n)
+		res.finish()
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// add counts one voxel of the result's class whose signature
+// probabilities are ps.
+func (res *PhantomResult) add(ps map[string]float64) {
+	c := res.Class
+	best := ""
+	for s, v := range ps {
+		if best == "" || v > ps[best] || (v == ps[best] && s < best) {
+			best = s
+		}
+	}
+	// Right among the phantom classes only when strictly most probable.
+	among := true
+	for _, s := range PhantomClasses {
+		if s != c && ps[s] >= ps[c] {
+			among = false
+		}
+	}
+	if among {
+		res.RightAmong++
+	}
+	res.Predicted[best]++
+	if best == c {
+		res.Right++
+	}
+	res.MeanProb += ps[c]
+}
+
+// finish turns the counts of add into fractions over the N voxels.
+func (res *PhantomResult) finish() {
+	n := float64(res.N)
+	res.Right /= n
+	res.RightAmong /= n
+	res.MeanProb /= n
+	res.RightSE = math.Sqrt(res.Right * (1 - res.Right) / n)
+}
+
+// sampledPhantom is SelectionPhantom for a fitter whose models are too
+// many to list: a class signature's probability in a voxel is its
+// frequency among the fitter's Samples (ModelDraws) joint draws — of
+// q(M | x, λ), or of the corrected posterior with a correction — exactly
+// the draws a sampled `dmri fit` summarises (SelectFitter.jointSamples;
+// voxels of phantom class i take the random streams of scan voxels
+// i·perClass, …). A signature the family cannot form is an error.
+func (ft *SelectFitter) sampledPhantom(d family.Design, perClass int, snr float64, seed uint64) ([]PhantomResult, error) {
+	for _, c := range PhantomClasses {
+		if !hasSignature(ft.Classes, c) {
+			return nil, fmt.Errorf("dmri: %s has no model of the phantom class %s (it needs ball, stick, zeppelin and tensor compartments, like bszt)", ft.fam.Name(), c)
+		}
+	}
+	var out []PhantomResult
+	for ci, c := range PhantomClasses {
+		x, err := PhantomVoxels(c, d, perClass, snr, seed)
+		if err != nil {
+			return nil, err
+		}
+		obs := make([]posterior.Observation, perClass)
+		ids := make([]int, perClass)
+		for v := range obs {
+			obs[v] = posterior.Observation{Design: d, X: x[v*d.N : (v+1)*d.N]}
+			ids[v] = ci*perClass + v
+		}
+		a := ft.newSelection(perClass, d.N)
+		masks, _, err := ft.jointSamples(obs, ids, ci*perClass, 0, a)
+		if err != nil {
+			return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
+		}
+		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
+		for v, ms := range masks {
+			ps := map[string]float64{}
+			for _, m := range ms {
+				ps[family.Signature(m, ft.Classes)] += 1 / float64(len(ms))
+			}
+			res.add(ps)
+			if a.CorrFailed != nil {
+				if a.CorrFailed[v] == 1 {
+					res.CorrectFailed++
+				}
+				res.CorrectClasses += float64(a.CorrClasses[v]) / float64(perClass)
+			}
+		}
+		res.finish()
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// hasSignature reports whether a mask over classes can have signature
+// sig (family.Signature): every part "Name" or "kName" names a non-noise
+// class of at least k components.
+func hasSignature(classes []Class, sig string) bool {
+	for _, part := range strings.Split(sig, "+") {
+		k, name := 1, part
+		if i := strings.IndexFunc(part, func(r rune) bool { return r < '0' || r > '9' }); i > 0 {
+			k, _ = strconv.Atoi(part[:i])
+			name = part[i:]
+		}
+		found := false
+		for _, cl := range classes {
+			if cl.Name == name && !cl.Noise && len(cl.Components) >= k {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/dti"
+	fdmri "github.com/prismsbi/prism/family/dmri"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -101,5 +102,98 @@ func TestSelectionPhantomCounts(t *testing.T) {
 	}
 	if _, err := SelectionPhantom(randomB3S(t), d, 2, 40, 0.3, 1, nil); err == nil || !strings.Contains(err.Error(), "phantom class") {
 		t.Errorf("b3s: %v", err)
+	}
+}
+
+// TestSelectionPhantomSampled: the sampled phantom (bszt-conv's path),
+// forced on a perturbed bszt network, against the listed phantom's exact
+// signature probabilities with the same network: per class, the mean
+// probability of the true signature over n voxels is a mean of n
+// independent frequencies over ModelDraws draws, so its standard error is
+// at most √(1/4 / (ModelDraws·n)); allowed 4 of them plus 2e−3 for float32
+// sums (the listed probabilities are float64 of float32 log q). Counts
+// sum to n.
+func TestSelectionPhantomSampled(t *testing.T) {
+	const n, lambda, seed = 6, 0.6, 3
+	d := synthDesign(rand.New(rand.NewPCG(9, 9)))
+	net := smallBSZT(t)
+	perturb(net, 3)
+	post := posterior.New(net)
+	exact, err := SelectionPhantom(post, d, n, 40, lambda, seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := DefaultFitSettings()
+	s.Correct, s.Lambda, s.Seed, s.Samples, s.Steps = "none", lambda, seed, ModelDraws, 2
+	ft, err := NewSelectFitter(post, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft.sampled, ft.Models, ft.masks = true, nil, nil
+	sampled, err := ft.sampledPhantom(d, n, 40, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tol := 4*math.Sqrt(0.25/float64(ModelDraws*n)) + 2e-3
+	for i, r := range sampled {
+		total := 0
+		for _, k := range r.Predicted {
+			total += k
+		}
+		if r.Class != exact[i].Class || total != n {
+			t.Errorf("class %s: %d predictions, want %d", r.Class, total, n)
+		}
+		if math.Abs(r.MeanProb-exact[i].MeanProb) > tol {
+			t.Errorf("class %s: mean probability of the true class %.4f sampled, %.4f exact (tolerance %.3f)", r.Class, r.MeanProb, exact[i].MeanProb, tol)
+		}
+	}
+}
+
+// TestSelectionPhantomBSZTConv: the phantom classifies with a bszt-conv
+// network (21 components, no model list); the sampled phantom with a
+// correction (forced on bszt: an untrained bszt-conv network's draws
+// reach Bingham classes, whose Laplace starts take minutes) counts every
+// voxel once and reports the corrected classes; hasSignature accepts
+// exactly the signatures the classes can form.
+func TestSelectionPhantomBSZTConv(t *testing.T) {
+	d := synthDesign(rand.New(rand.NewPCG(9, 9)))
+	conv := posterior.New(smallNet(t, "bszt-conv", fdmri.BSZTConv()))
+	check := func(what string, res []PhantomResult, corrected bool) {
+		t.Helper()
+		for _, r := range res {
+			total := 0
+			for _, k := range r.Predicted {
+				total += k
+			}
+			if total != r.N || !(r.MeanProb >= 0 && r.MeanProb <= 1+1e-9) || corrected != (r.CorrectClasses > 0) {
+				t.Errorf("%s: %+v", what, r)
+			}
+		}
+	}
+	res, err := SelectionPhantom(conv, d, 2, 40, 0.3, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("bszt-conv", res, false)
+
+	net := smallBSZT(t)
+	perturb(net, 3)
+	s := DefaultFitSettings()
+	s.Correct, s.CorrectParticles, s.Lambda, s.Seed, s.Samples, s.Steps = "smc", 8, 0.3, 1, ModelDraws, 2
+	ft, err := NewSelectFitter(posterior.New(net), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft.sampled, ft.Models, ft.masks = true, nil, nil
+	if res, err = ft.sampledPhantom(d, 1, 40, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("bszt sampled, corrected", res, true)
+
+	classes := ComponentClasses(fdmri.BSZT())
+	for sig, want := range map[string]bool{"Ball+2Stick": true, "3Tensor": true, "4Stick": false, "Ball+Dot": false} {
+		if hasSignature(classes, sig) != want {
+			t.Errorf("hasSignature(bszt, %s) = %v, want %v", sig, !want, want)
+		}
 	}
 }

@@ -256,9 +256,7 @@ func TestSelectSampledCorrectBSZTConv(t *testing.T) {
 			t.Errorf("voxel %d: the noise models' corrected probabilities sum to %v, want 1", v, noise)
 		}
 		m := make([]bool, C)
-		for k := range m {
-			m[k] = uint32(a.MAP[v])>>k&1 == 1
-		}
+		family.MaskFromCode(uint32(a.MAP[v]), m)
 		if math.IsInf(f.MaskPrior().LogProb(m, set.Lambda), -1) {
 			t.Errorf("voxel %d: MAP mask %s outside the prior's support", v, family.MaskString(m))
 		}
