@@ -212,9 +212,13 @@ type PhantomResult struct {
 //
 // A family of more components than MaxListedComponents (bszt-conv) has
 // no model list: its voxels are classified as a sampled `dmri fit`
-// classifies them (sampledPhantom).
+// classifies them (sampledPhantomClass).
 func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr, lambda float64, seed uint64, fit *FitSettings) ([]PhantomResult, error) {
 	f := p.Family()
+	classes := family.ComponentClasses(f)
+	if err := checkPhantomClasses(f, classes); err != nil {
+		return nil, err
+	}
 	if len(f.Components()) > MaxListedComponents {
 		s := DefaultFitSettings()
 		s.Correct = "none"
@@ -226,7 +230,7 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 		if err != nil {
 			return nil, err
 		}
-		return ft.sampledPhantom(d, perClass, snr, seed)
+		return phantomResults(d, perClass, snr, seed, ft.sampledPhantomClass)
 	}
 	var ft *SelectFitter
 	if fit != nil && correctKey(fit.Correct) != "" {
@@ -237,24 +241,69 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 			return nil, err
 		}
 	}
-	classes := family.ComponentClasses(f)
 	models, err := ModelList(f, lambda)
 	if err != nil {
 		return nil, err
 	}
 	masks := make([][]bool, len(models))
 	sig := make([]string, len(models))
-	known := map[string]bool{}
 	for m, mod := range models {
 		masks[m] = mod.Mask
 		sig[m] = family.Signature(mod.Mask, classes)
-		known[sig[m]] = true
 	}
-	for _, c := range PhantomClasses {
-		if !known[c] {
-			return nil, fmt.Errorf("dmri: %s has no model of the phantom class %s (it needs ball, stick, zeppelin and tensor compartments, like bszt)", f.Name(), c)
+	return phantomResults(d, perClass, snr, seed, func(ci int, obs []posterior.Observation, res *PhantomResult) ([]map[string]float64, error) {
+		lq, err := p.LogProbMasks(obs, lambda, [][][]bool{masks}, posterior.Options{Seed: seed})
+		if err != nil {
+			return nil, err
 		}
-	}
+		ps := make([]map[string]float64, len(obs))
+		if ft == nil {
+			// Signature probabilities in float64 (log-sum-exp over models).
+			for v := range obs {
+				ps[v] = map[string]float64{}
+				mx := math.Inf(-1)
+				for _, l := range lq[v] {
+					mx = math.Max(mx, l)
+				}
+				var z float64
+				for m, s := range sig {
+					w := math.Exp(lq[v][m] - mx)
+					ps[v][s] += w
+					z += w
+				}
+				for s := range ps[v] {
+					ps[v][s] /= z
+				}
+			}
+			return ps, nil
+		}
+		probs := make([][]float32, len(obs))
+		for v := range probs {
+			probs[v] = make([]float32, len(models))
+			normalise(lq[v], probs[v])
+		}
+		a := ft.newSelection(len(obs), d.N)
+		so := ft.so
+		so.Options = posterior.Options{Seed: ft.set.Seed, Offset: uint64(ci * len(obs))}
+		if _, _, err := ft.correctBatch(obs, so, probs, a, 0); err != nil {
+			return nil, err
+		}
+		res.addCorrection(a)
+		for v := range obs {
+			ps[v] = map[string]float64{}
+			for m, s := range sig {
+				ps[v][s] += float64(probs[v][m])
+			}
+		}
+		return ps, nil
+	})
+}
+
+// phantomResults simulates perClass voxels of every phantom class and
+// counts them by the signature probabilities that classify returns for
+// the voxels obs of phantom class ci (classify may add the correction's
+// diagnostics to res).
+func phantomResults(d family.Design, perClass int, snr float64, seed uint64, classify func(ci int, obs []posterior.Observation, res *PhantomResult) ([]map[string]float64, error)) ([]PhantomResult, error) {
 	var out []PhantomResult
 	for ci, c := range PhantomClasses {
 		x, err := PhantomVoxels(c, d, perClass, snr, seed)
@@ -265,56 +314,19 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 		for v := range obs {
 			obs[v] = posterior.Observation{Design: d, X: x[v*d.N : (v+1)*d.N]}
 		}
-		lq, err := p.LogProbMasks(obs, lambda, [][][]bool{masks}, posterior.Options{Seed: seed})
+		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
+		ps, err := classify(ci, obs, &res)
 		if err != nil {
 			return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
 		}
-		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
-		var probs [][]float32
-		if ft != nil {
-			probs = make([][]float32, perClass)
-			for v := range probs {
-				probs[v] = make([]float32, len(models))
-				normalise(lq[v], probs[v])
-			}
-			a := ft.newSelection(perClass, d.N)
-			so := ft.so
-			so.Options = posterior.Options{Seed: ft.set.Seed, Offset: uint64(ci * perClass)}
-			if _, _, err := ft.correctBatch(obs, so, probs, a, 0); err != nil {
-				return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
-			}
-			for v := range perClass {
-				if a.CorrFailed[v] == 1 {
-					res.CorrectFailed++
-				}
-				res.CorrectClasses += float64(a.CorrClasses[v]) / float64(perClass)
-			}
+		for _, p := range ps {
+			res.add(p)
 		}
-		for v := range obs {
-			ps := map[string]float64{}
-			if probs != nil {
-				for m, s := range sig {
-					ps[s] += float64(probs[v][m])
-				}
-			} else {
-				// Signature probabilities in float64 (log-sum-exp over models).
-				mx := math.Inf(-1)
-				for _, l := range lq[v] {
-					mx = math.Max(mx, l)
-				}
-				var z float64
-				for m, s := range sig {
-					w := math.Exp(lq[v][m] - mx)
-					ps[s] += w
-					z += w
-				}
-				for s := range ps {
-					ps[s] /= z
-				}
-			}
-			res.add(ps)
-		}
-		res.finish()
+		n := float64(perClass)
+		res.Right /= n
+		res.RightAmong /= n
+		res.MeanProb /= n
+		res.RightSE = math.Sqrt(res.Right * (1 - res.Right) / n)
 		out = append(out, res)
 	}
 	return out, nil
@@ -347,63 +359,58 @@ func (res *PhantomResult) add(ps map[string]float64) {
 	res.MeanProb += ps[c]
 }
 
-// finish turns the counts of add into fractions over the N voxels.
-func (res *PhantomResult) finish() {
-	n := float64(res.N)
-	res.Right /= n
-	res.RightAmong /= n
-	res.MeanProb /= n
-	res.RightSE = math.Sqrt(res.Right * (1 - res.Right) / n)
+// addCorrection records the correction diagnostics of the selection a of
+// the result's voxels: failed voxels and the mean number of classes
+// corrected.
+func (res *PhantomResult) addCorrection(a *Selection) {
+	for v := range a.N {
+		if a.CorrFailed[v] == 1 {
+			res.CorrectFailed++
+		}
+		res.CorrectClasses += float64(a.CorrClasses[v]) / float64(a.N)
+	}
 }
 
-// sampledPhantom is SelectionPhantom for a fitter whose models are too
-// many to list: a class signature's probability in a voxel is its
-// frequency among the fitter's Samples (ModelDraws) joint draws — of
-// q(M | x, λ), or of the corrected posterior with a correction — exactly
-// the draws a sampled `dmri fit` summarises (SelectFitter.jointSamples;
-// voxels of phantom class i take the random streams of scan voxels
-// i·perClass, …). A signature the family cannot form is an error.
-func (ft *SelectFitter) sampledPhantom(d family.Design, perClass int, snr float64, seed uint64) ([]PhantomResult, error) {
+// sampledPhantomClass classifies the voxels obs of phantom class ci for a
+// fitter whose models are too many to list: a signature's probability in
+// a voxel is its frequency among the fitter's Samples (ModelDraws) joint
+// draws — of q(M | x, λ), or of the corrected posterior with a
+// correction — exactly the draws a sampled `dmri fit` summarises
+// (SelectFitter.jointSamples; the voxels of class ci take the random
+// streams of scan voxels ci·len(obs), …).
+func (ft *SelectFitter) sampledPhantomClass(ci int, obs []posterior.Observation, res *PhantomResult) ([]map[string]float64, error) {
+	n := len(obs)
+	ids := make([]int, n)
+	for v := range ids {
+		ids[v] = ci*n + v
+	}
+	a := ft.newSelection(n, obs[0].Design.N)
+	masks, _, err := ft.jointSamples(obs, ids, ci*n, 0, a)
+	if err != nil {
+		return nil, err
+	}
+	if a.CorrFailed != nil {
+		res.addCorrection(a)
+	}
+	ps := make([]map[string]float64, n)
+	for v, ms := range masks {
+		ps[v] = map[string]float64{}
+		for _, m := range ms {
+			ps[v][family.Signature(m, ft.Classes)] += 1 / float64(len(ms))
+		}
+	}
+	return ps, nil
+}
+
+// checkPhantomClasses returns an error unless family f, of component
+// classes classes, can form every phantom class's signature.
+func checkPhantomClasses(f family.Family, classes []Class) error {
 	for _, c := range PhantomClasses {
-		if !hasSignature(ft.Classes, c) {
-			return nil, fmt.Errorf("dmri: %s has no model of the phantom class %s (it needs ball, stick, zeppelin and tensor compartments, like bszt)", ft.fam.Name(), c)
+		if !hasSignature(classes, c) {
+			return fmt.Errorf("dmri: %s has no model of the phantom class %s (it needs ball, stick, zeppelin and tensor compartments, like bszt)", f.Name(), c)
 		}
 	}
-	var out []PhantomResult
-	for ci, c := range PhantomClasses {
-		x, err := PhantomVoxels(c, d, perClass, snr, seed)
-		if err != nil {
-			return nil, err
-		}
-		obs := make([]posterior.Observation, perClass)
-		ids := make([]int, perClass)
-		for v := range obs {
-			obs[v] = posterior.Observation{Design: d, X: x[v*d.N : (v+1)*d.N]}
-			ids[v] = ci*perClass + v
-		}
-		a := ft.newSelection(perClass, d.N)
-		masks, _, err := ft.jointSamples(obs, ids, ci*perClass, 0, a)
-		if err != nil {
-			return nil, fmt.Errorf("dmri: phantom %s: %w", c, err)
-		}
-		res := PhantomResult{Class: c, N: perClass, Predicted: map[string]int{}}
-		for v, ms := range masks {
-			ps := map[string]float64{}
-			for _, m := range ms {
-				ps[family.Signature(m, ft.Classes)] += 1 / float64(len(ms))
-			}
-			res.add(ps)
-			if a.CorrFailed != nil {
-				if a.CorrFailed[v] == 1 {
-					res.CorrectFailed++
-				}
-				res.CorrectClasses += float64(a.CorrClasses[v]) / float64(perClass)
-			}
-		}
-		res.finish()
-		out = append(out, res)
-	}
-	return out, nil
+	return nil
 }
 
 // hasSignature reports whether a mask over classes can have signature

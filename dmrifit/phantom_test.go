@@ -130,7 +130,7 @@ func TestSelectionPhantomSampled(t *testing.T) {
 		t.Fatal(err)
 	}
 	ft.sampled, ft.Models, ft.masks = true, nil, nil
-	sampled, err := ft.sampledPhantom(d, n, 40, seed)
+	sampled, err := phantomResults(d, n, 40, seed, ft.sampledPhantomClass)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestSelectionPhantomBSZTConv(t *testing.T) {
 		t.Fatal(err)
 	}
 	ft.sampled, ft.Models, ft.masks = true, nil, nil
-	if res, err = ft.sampledPhantom(d, 1, 40, 1); err != nil {
+	if res, err = phantomResults(d, 1, 40, 1, ft.sampledPhantomClass); err != nil {
 		t.Fatal(err)
 	}
 	check("bszt sampled, corrected", res, true)
