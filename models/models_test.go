@@ -18,10 +18,10 @@ import (
 )
 
 // shipped are the shipped models (issues 8, 21 and 25), with their families.
-var shipped = map[string]string{"b3s": "b3s", "b3s-brain": "b3s-brain", "bszt": "bszt", "bszt-brain": "bszt-brain", "symbolic-k15": "symbolic-k15", "symbolic-k50": "symbolic-k50"}
+var shipped = map[string]string{"b3s": "b3s", "b3s-brain": "b3s-brain", "bszt": "bszt", "bszt-brain": "bszt-brain", "bszt-conv": "bszt-conv", "symbolic-k15": "symbolic-k15", "symbolic-k50": "symbolic-k50"}
 
 func TestNames(t *testing.T) {
-	if got, want := Names(), []string{"b3s", "b3s-brain", "bszt", "bszt-brain", "symbolic-k15", "symbolic-k50"}; !slices.Equal(got, want) {
+	if got, want := Names(), []string{"b3s", "b3s-brain", "bszt", "bszt-brain", "bszt-conv", "symbolic-k15", "symbolic-k50"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 }
@@ -137,7 +137,7 @@ func TestUnknownModel(t *testing.T) {
 		func(n string) error { _, err := Weights(n); return err },
 	} {
 		err := f("b3")
-		if err == nil || !strings.Contains(err.Error(), `"b3"`) || !strings.Contains(err.Error(), "b3s, b3s-brain, bszt, bszt-brain, symbolic-k15, symbolic-k50") {
+		if err == nil || !strings.Contains(err.Error(), `"b3"`) || !strings.Contains(err.Error(), "b3s, b3s-brain, bszt, bszt-brain, bszt-conv, symbolic-k15, symbolic-k50") {
 			t.Errorf("unknown model: error %v, want the name and the list", err)
 		}
 	}

@@ -86,10 +86,10 @@ func TestModelFlagErrors(t *testing.T) {
 		want []string
 	}{
 		{[]string{"select", "--from-simulate", exampleObs, "--lambda", "0.3", "--discover", "5", "--model", "symbolic-k15", "--checkpoint", shippedK15}, []string{"not both"}},
-		{[]string{"select", "--from-simulate", exampleObs, "--lambda", "0.3", "--discover", "5"}, []string{"--checkpoint DIR or --model NAME", "b3s, b3s-brain, bszt, bszt-brain, symbolic-k15, symbolic-k50"}},
-		{[]string{"predict", "--from-simulate", exampleObs, "--model", "k15"}, []string{`"k15"`, "b3s, b3s-brain, bszt, bszt-brain, symbolic-k15, symbolic-k50"}},
+		{[]string{"select", "--from-simulate", exampleObs, "--lambda", "0.3", "--discover", "5"}, []string{"--checkpoint DIR or --model NAME", "b3s, b3s-brain, bszt, bszt-brain, bszt-conv, symbolic-k15, symbolic-k50"}},
+		{[]string{"predict", "--from-simulate", exampleObs, "--model", "k15"}, []string{`"k15"`, "b3s, b3s-brain, bszt, bszt-brain, bszt-conv, symbolic-k15, symbolic-k50"}},
 		{[]string{"eval", "--out", t.TempDir()}, []string{"--model NAME"}},
-		{[]string{"eval", "--out", t.TempDir(), "--model", "nope"}, []string{`"nope"`, "b3s, b3s-brain, bszt, bszt-brain, symbolic-k15, symbolic-k50"}},
+		{[]string{"eval", "--out", t.TempDir(), "--model", "nope"}, []string{`"nope"`, "b3s, b3s-brain, bszt, bszt-brain, bszt-conv, symbolic-k15, symbolic-k50"}},
 		{append([]string{"dmri", "fit", "--out", t.TempDir()}, scan...), []string{"--checkpoint DIR or --model NAME"}},
 		{append([]string{"dmri", "fit", "--out", t.TempDir(), "--model", "symbolic-k15"}, scan...), []string{"model:symbolic-k15"}},
 	} {
