@@ -219,6 +219,11 @@ func SelectionPhantom(p *posterior.Posterior, d family.Design, perClass int, snr
 	if err := checkPhantomClasses(f, classes); err != nil {
 		return nil, err
 	}
+	if fit != nil {
+		if err := fit.ResolveCorrect(false).CheckScope(f); err != nil {
+			return nil, err
+		}
+	}
 	if len(f.Components()) > MaxListedComponents {
 		s := DefaultFitSettings()
 		s.Correct = "none"

@@ -106,8 +106,8 @@ func NewSelectFitter(p *posterior.Posterior, s FitSettings) (*SelectFitter, erro
 	ft := &SelectFitter{post: p, fam: f, set: s, Classes: ComponentClasses(f)}
 	solver, _ := posterior.ParseSolver(s.Solver)
 	ft.so = posterior.SampleOptions{Steps: s.Steps, Solver: solver}
-	if s.CorrectLambda > 0 && correctKey(s.Correct) == "" {
-		return nil, fmt.Errorf("dmri: --correct-lambda needs a correction (--correct smc or is)")
+	if err := s.CheckScope(f); err != nil {
+		return nil, err
 	}
 	if c := len(f.Components()); c > MaxListedComponents {
 		if c > 32 {

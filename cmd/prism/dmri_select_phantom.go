@@ -88,9 +88,6 @@ func runDMRISelectPhantom(args []string, stdout, stderr io.Writer) error {
 	}
 	fit.Lambda, fit.Seed = *lambda, *seed
 	fit = fit.ResolveCorrect(false)
-	if err := fit.CheckScope(post.Family()); err != nil {
-		return err
-	}
 	res, err := dmrifit.SelectionPhantom(post, d, *per, *snr, *lambda, *seed, &fit)
 	if err != nil {
 		return fmt.Errorf("%s: %w", net.source(), err)
