@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/prismsbi/prism/engine/safetensors"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
+	"github.com/prismsbi/prism/train"
 )
 
 // shipped are the shipped models (issues 8, 21 and 25), with their families.
@@ -262,5 +264,37 @@ func TestDescribeCommands(t *testing.T) {
 	}
 	if info.Config.Minutes != 0 || info.Train != "prism train --config configs/symbolic-k15.yaml --steps 5000 --out runs/symbolic-k15" {
 		t.Errorf("minutes %v: train %q", info.Config.Minutes, info.Train)
+	}
+}
+
+// TestConfigFileMatches: every shipped network was trained with the
+// network, batch and optimiser of the configuration file its training
+// command names, so that `prism models`' reproduce command is true when a
+// recipe changes (the learning-rate schedule comes from the command line
+// and is checked by TestInfo).
+func TestConfigFileMatches(t *testing.T) {
+	for name := range shipped {
+		info, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := train.LoadConfig(filepath.Join("..", "configs", name+".yaml"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := info.Config, file
+		if got.Network.Points.Fourier == 0 {
+			// Weights older than the points embedding carry no width for it;
+			// their families embed grids or diffusion data, never points.
+			want.Network.Points = got.Network.Points
+		}
+		if !reflect.DeepEqual(got.Network, want.Network) {
+			t.Errorf("%s: network %+v, configs/%s.yaml has %+v", name, got.Network, name, want.Network)
+		}
+		got.Optimizer.Schedule, want.Optimizer.Schedule = train.Schedule{}, train.Schedule{}
+		if got.BatchSize != want.BatchSize || got.Optimizer != want.Optimizer || got.Family != want.Family {
+			t.Errorf("%s: family %s, batch %d, optimiser %+v; configs/%s.yaml: %s, %d, %+v", name,
+				got.Family, got.BatchSize, got.Optimizer, name, want.Family, want.BatchSize, want.Optimizer)
+		}
 	}
 }
