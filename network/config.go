@@ -84,13 +84,6 @@ type GridEncoderConfig struct {
 	// order one (lingauss); the input width grows by the number of token
 	// positions.
 	Linear bool `json:"linear,omitempty"`
-	// Hidden, when positive, puts a GELU layer of this width before the
-	// token's projection to the model dimension (a prism extension; 0 is
-	// the reference's single linear map). Coarse tokens (≳ 100 points)
-	// squeeze 2P + 2 features into D numbers; the hidden layer lets each
-	// token extract nonlinear local features, such as a noise level,
-	// before the squeeze.
-	Hidden int `json:"hidden,omitempty"`
 }
 
 // DiffusionEncoderConfig configures the input embedding of diffusion MRI

@@ -14,8 +14,7 @@ import (
 type gridEmbedder struct {
 	c      GridEncoderConfig
 	maxObs int            // tokens of the family's default design (positional table size)
-	w, b   *engine.Tensor // input map [width, D], [D]; [Hidden, D] with a hidden layer
-	w1, b1 *engine.Tensor // hidden layer [width, Hidden], [Hidden] (Hidden > 0)
+	w, b   *engine.Tensor // input map [width, D], [D]
 	pos    *engine.Tensor // [maxObs, D]
 }
 
@@ -27,28 +26,14 @@ func newGridEmbedder(c Config, _ family.Family, d0 family.Design) (embedder, err
 	if p <= 0 {
 		return nil, fmt.Errorf("grid.points_per_token %d must be positive", p)
 	}
-	if c.Grid.Hidden < 0 {
-		return nil, fmt.Errorf("grid.hidden %d must not be negative", c.Grid.Hidden)
-	}
 	return &gridEmbedder{c: c.Grid, maxObs: (d0.N + p - 1) / p}, nil
 }
 
-// build creates in.w, pos and in.b, then with a hidden layer in.w1 and
-// in.b1 (the order of the parameter store; networks without the layer keep
-// the reference's three tensors).
+// build creates in.w, pos and in.b (the order of the parameter store).
 func (e *gridEmbedder) build(s engine.Scope, d int) {
-	h := e.c.Hidden
-	if h == 0 {
-		e.w = s.New("in.w", engine.VarianceScaling(1), e.inputWidth(), d)
-	} else {
-		e.w = s.New("in.w", engine.VarianceScaling(1), h, d)
-	}
+	e.w = s.New("in.w", engine.VarianceScaling(1), e.inputWidth(), d)
 	e.pos = s.New("pos", engine.Normal(1), e.maxObs, d)
 	e.b = s.New("in.b", engine.Zeros, d)
-	if h > 0 {
-		e.w1 = s.New("in.w1", engine.VarianceScaling(1), e.inputWidth(), h)
-		e.b1 = s.New("in.b1", engine.Zeros, h)
-	}
 }
 
 func (e *gridEmbedder) tokens(m int) (int, error) {
@@ -113,9 +98,6 @@ func (e *gridEmbedder) fill(in *encInput, _ []family.Design, xs [][]float64) {
 
 func (e *gridEmbedder) embed(g *engine.Graph, in *encInput) *engine.Tensor {
 	x := g.Input(in.Feat, in.B, in.T, e.inputWidth())
-	if e.c.Hidden > 0 {
-		x = g.LinearGELU(x, e.w1, e.b1)
-	}
 	pos := e.pos
 	if in.T < e.maxObs {
 		pos = g.Slice(pos, 0, 0, in.T)

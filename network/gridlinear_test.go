@@ -3,8 +3,6 @@ package network
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/prismsbi/prism/engine"
@@ -88,30 +86,5 @@ func TestGridLinearInputs(t *testing.T) {
 	c.Grid.Linear = true
 	if _, err := New(f, c, 1); err == nil {
 		t.Error("grid_linear accepted for b3s")
-	}
-}
-
-// TestGridHidden: a grid embedding with a hidden layer has the reference's
-// three tensors (in.w now [Hidden, D]) followed by in.w1 [2P+2, Hidden] and
-// in.b1, and refuses a negative width. (Its gradients are in
-// TestLossGradient.)
-func TestGridHidden(t *testing.T) {
-	n := newNet(t, "lingauss-k6", func(f family.Family) Config {
-		c := tinyConfig(f)
-		c.Grid.Hidden = 24
-		return c
-	}, 1)
-	p, d := n.cfg.Grid.PointsPerToken, n.cfg.ModelDim
-	for name, shape := range map[string][]int{"enc.in.w": {24, d}, "enc.in.b": {d}, "enc.in.w1": {2*p + 2, 24}, "enc.in.b1": {24}} {
-		x := n.Params().Get(name)
-		if x == nil || !slices.Equal(x.Shape, shape) {
-			t.Errorf("%s: %v, want shape %v", name, x, shape)
-		}
-	}
-	f := lookup(t, "lingauss-k6")
-	c := tinyConfig(f)
-	c.Grid.Hidden = -1
-	if _, err := New(f, c, 1); err == nil || !strings.Contains(err.Error(), "grid.hidden -1") {
-		t.Errorf("negative hidden width: %v", err)
 	}
 }

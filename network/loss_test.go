@@ -135,11 +135,6 @@ func TestParamLossExplicit(t *testing.T) {
 // derivatives carry a factor (2π)³ (at h = 1e-2 they are off by ~10%).
 // Tolerance 3e-3 + 2e-2·|g·u|.
 func TestLossGradient(t *testing.T) {
-	gridHidden := func(f family.Family) Config {
-		c := tinyConfig(f)
-		c.Grid.Hidden = 24
-		return c
-	}
 	categoricalNodes := func(f family.Family) Config {
 		c := categoricalConfig(f)
 		c.LambdaNodes = 3
@@ -155,8 +150,6 @@ func TestLossGradient(t *testing.T) {
 			"mdec.fourier", "mdec.ctx.w", "mdec.layer1.ada1.ws", "mdec.layer0.cross.wkv", "mdec.head.w",
 			"pdec.fourier", "pdec.layer0.ada3.wc", "pdec.layer1.mlp.w1", "pdec.ln.g"}},
 		{"lingauss-k6", tinyConfig, []string{"enc.pos", "enc.in.w", "tok.comp2.enc", "tok.comp0.dec.w", "mdec.layer0.attn.wo", "pdec.layer1.cross.wq"}},
-		// A GELU layer in the grid tokens' input embedding.
-		{"lingauss-k6", gridHidden, []string{"enc.in.w1", "enc.in.b1", "enc.in.w", "enc.pos", "mdec.layer0.cross.wkv"}},
 		// The categorical model decoder with λ nodes (softmax cross-entropy
 		// over replicated rows).
 		{"lingauss-k6", categoricalNodes, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
