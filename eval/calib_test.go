@@ -3,6 +3,7 @@ package eval
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/prismsbi/prism/posterior"
@@ -283,5 +284,52 @@ func TestAlignTiesRounding(t *testing.T) {
 	}
 	if ce := CalibrationError(aligned); ce > band.Upper {
 		t.Errorf("CE with aligned ties %v outside the band %v", ce, band.Upper)
+	}
+}
+
+func TestDimCalibrationNamesTheMiscalibratedDimension(t *testing.T) {
+	// Per-dimension SBC of four latent dimensions: a calibrated one (300
+	// values), an over-confident one (sd × 0.5: CE ≈ 0.1 at 300 values, its
+	// band ≈ 0.05), one never active (skipped) and a calibrated one with
+	// 100 values (its own, wider band). At the 95 % level a calibrated
+	// dimension is outside with probability 0.05 whatever the code (seed 21
+	// is such a draw); the seeds used here are not.
+	const S = 100
+	byDim := [][]float64{
+		gaussianSBC(300, S, 1, 24),
+		gaussianSBC(300, S, 0.5, 22),
+		nil,
+		gaussianSBC(100, S, 1, 23),
+	}
+	names := []string{"Sine.a", "Sine.f", "Exp.b", "Noise.sigma"}
+	r := &run{cfg: Config{Seed: 3, BandReps: 1000, BootReps: 200, Level: 0.95}}
+	dims, err := r.dimCalibration(names, byDim, S)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dims) != 3 {
+		t.Fatalf("%d dimensions reported, want 3 (the never-active one skipped)", len(dims))
+	}
+	want := []struct {
+		index  int
+		name   string
+		values int
+		inside bool
+	}{{0, "Sine.a", 300, true}, {1, "Sine.f", 300, false}, {3, "Noise.sigma", 100, true}}
+	for i, w := range want {
+		d := dims[i]
+		if d.Index != w.index || d.Name != w.name || d.Values != w.values || d.Inside != w.inside {
+			t.Errorf("dimension %d: %+v, want index %d %s, %d values, inside %v", i, d, w.index, w.name, w.values, w.inside)
+		}
+		if !(d.CE.SE > 0) {
+			t.Errorf("%s: bootstrap SE %v", d.Name, d.CE.SE)
+		}
+	}
+	if !(dims[2].BandUpper > dims[0].BandUpper) {
+		t.Errorf("band at 100 values %.4f not wider than at 300 %.4f", dims[2].BandUpper, dims[0].BandUpper)
+	}
+	s := DimSummary(dims, 0.95, 1)
+	if !strings.HasPrefix(s, "1 of 3 dimensions outside their bands (0.2 expected by chance); worst: Sine.f ") {
+		t.Errorf("DimSummary: %q", s)
 	}
 }

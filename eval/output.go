@@ -44,6 +44,12 @@ func (rep *Report) Rows() []Row {
 	}
 	cal("mask_sbc", rep.Mask)
 	cal("param_sbc", rep.Param)
+	for _, d := range rep.Param.ByDimension {
+		s := set + ",param=" + d.Name
+		val("param_sbc_dim_ce", d.CE, s)
+		add("param_sbc_dim_ce_band_upper", d.BandUpper, s)
+		add("param_sbc_dim_values", float64(d.Values), s)
+	}
 	if k := rep.KSD; k != nil {
 		val("ksd", k.KSD, set)
 		val("ksd_prior", k.KSDPrior, set)

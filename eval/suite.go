@@ -193,6 +193,7 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.progress("parameter SBC: CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)", rep.Param.CE.Value, rep.Param.Band.Upper, rep.Param.DependentBand.Upper)
+	r.progress("parameter SBC by dimension: %s", DimSummary(rep.Param.ByDimension, cfg.Level, 3))
 	lik := family.HasLikelihood(f)
 	if !lik {
 		r.progress("KSD, importance sampling and predictive checks skipped: %s has no likelihood (an external simulator)", f.Name())

@@ -1,10 +1,12 @@
 package eval
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/prismsbi/prism/posterior"
 )
@@ -27,8 +29,27 @@ type Calibration struct {
 	// compares CE with it.
 	DependentBand   *Band `json:"dependent_band,omitempty"`
 	InsideDependent *bool `json:"inside_dependent_band,omitempty"`
+	// ByDimension (parameters only) is the calibration of each latent
+	// dimension on its own, over the trials in which it is active: it
+	// names the parameters a pooled miss comes from. Each verdict is at
+	// the suite's level, so with P dimensions about (1 − level)·P of a
+	// perfect posterior's are outside their bands by chance.
+	ByDimension []DimCalibration `json:"by_dimension,omitempty"`
 	// U are the SBC values (for plots).
 	U []float64 `json:"-"`
+}
+
+// DimCalibration is the parameter-SBC result of one latent dimension.
+type DimCalibration struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Values int    `json:"values"`
+	// CE has a bootstrap SE over the dimension's values.
+	CE Value `json:"ce"`
+	// BandUpper is the level quantile of a perfect posterior's CE at
+	// Values independent PIT values (UniformCEBand).
+	BandUpper float64 `json:"band_upper"`
+	Inside    bool    `json:"inside_band"`
 }
 
 func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
@@ -113,6 +134,7 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 		return nil, fmt.Errorf("eval: parameter samples: %w", err)
 	}
 	perTrial := make([][]float64, len(r.obs))
+	byDim := make([][]float64, len(r.active[0]))
 	act := make([][][]float64, 0, len(r.obs))
 	var u []float64
 	col := make([]float64, S)
@@ -125,7 +147,9 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			for k := range col {
 				col[k] = ts[i].Theta[k][j]
 			}
-			perTrial[i] = append(perTrial[i], PIT(s.Theta[j], col))
+			u := PIT(s.Theta[j], col)
+			perTrial[i] = append(perTrial[i], u)
+			byDim[j] = append(byDim[j], u)
 		}
 		u = append(u, perTrial[i]...)
 		vs := make([][]float64, S)
@@ -154,5 +178,63 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 	}
 	in := rep.Param.CE.Value <= dep.Upper
 	rep.Param.DependentBand, rep.Param.InsideDependent = &dep, &in
-	return ts, nil
+	rep.Param.ByDimension, err = r.dimCalibration(r.f.Layout().LatentNames(r.f.Components()), byDim, S)
+	return ts, err
+}
+
+// dimCalibration returns the calibration of every latent dimension that
+// was active in at least one trial; byDim[j] holds dimension j's PIT values
+// among S samples, one per trial in which it was active, and names[j] its
+// name.
+func (r *run) dimCalibration(names []string, byDim [][]float64, S int) ([]DimCalibration, error) {
+	upper := map[int]float64{} // the band depends only on the number of values
+	var out []DimCalibration
+	for j, u := range byDim {
+		if len(u) == 0 {
+			continue
+		}
+		up, ok := upper[len(u)]
+		if !ok {
+			band, err := UniformCEBand(len(u), S, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand)+3+uint64(len(u)))
+			if err != nil {
+				return nil, err
+			}
+			up = band.Upper
+			upper[len(u)] = up
+		}
+		ce := CalibrationError(u)
+		se := Bootstrap(len(u), r.cfg.BootReps, r.seed(streamBoot)+uint64(j)+1, func(idx []int) float64 {
+			return CalibrationError(pick(u, idx))
+		})
+		out = append(out, DimCalibration{Index: j, Name: names[j], Values: len(u),
+			CE: Value{ce, se}, BandUpper: up, Inside: ce <= up})
+	}
+	return out, nil
+}
+
+// DimSummary says in one line how many dimensions are outside their bands,
+// against the number a perfect posterior would have there by chance at
+// level, and names the worst (largest CE relative to its band) up to
+// worst of them.
+func DimSummary(dims []DimCalibration, level float64, worst int) string {
+	out := 0
+	for _, d := range dims {
+		if !d.Inside {
+			out++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d dimensions outside their bands (%.1f expected by chance)", out, len(dims), (1-level)*float64(len(dims)))
+	sorted := slices.Clone(dims)
+	slices.SortStableFunc(sorted, func(a, b DimCalibration) int {
+		return cmp.Compare(b.CE.Value/b.BandUpper, a.CE.Value/a.BandUpper)
+	})
+	for i, d := range sorted[:min(worst, len(sorted))] {
+		sep := "; worst: "
+		if i > 0 {
+			sep = ", "
+		}
+		fmt.Fprintf(&b, "%s%s %.4f (band ≤ %.4f, %d values)", sep, d.Name, d.CE.Value, d.BandUpper, d.Values)
+	}
+	return b.String()
 }

@@ -294,3 +294,32 @@ func Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// LatentNames returns a readable name for every dimension of θ, for
+// reports: "fraction Comp" for the stick-breaking latent of a simplex
+// component, the shared parameter's name, "Comp.param" when a component's
+// block has one latent per natural parameter, "Comp" for a one-latent block
+// and "Comp[j]" otherwise.
+func (l *Layout) LatentNames(comps []Component) []string {
+	names := make([]string, l.DMax)
+	for i := 0; i < l.FractionLatents(); i++ {
+		names[i] = "fraction " + comps[l.Simplex[i]].Name
+	}
+	for i, p := range l.Shared {
+		names[l.SharedOffset()+i] = p.Name
+	}
+	for k, b := range l.Blocks {
+		c := comps[k]
+		for j := 0; j < b.Size; j++ {
+			switch {
+			case len(c.Params) == b.Size:
+				names[b.Offset+j] = c.Name + "." + c.Params[j].Name
+			case b.Size == 1:
+				names[b.Offset+j] = c.Name
+			default:
+				names[b.Offset+j] = fmt.Sprintf("%s[%d]", c.Name, j)
+			}
+		}
+	}
+	return names
+}
