@@ -147,9 +147,9 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			for k := range col {
 				col[k] = ts[i].Theta[k][j]
 			}
-			u := PIT(s.Theta[j], col)
-			perTrial[i] = append(perTrial[i], u)
-			byDim[j] = append(byDim[j], u)
+			pit := PIT(s.Theta[j], col)
+			perTrial[i] = append(perTrial[i], pit)
+			byDim[j] = append(byDim[j], pit)
 		}
 		u = append(u, perTrial[i]...)
 		vs := make([][]float64, S)
