@@ -158,6 +158,7 @@ const (
 	streamBand
 	streamBoot
 	streamRank
+	streamDimBoot // parent of one bootstrap stream per latent dimension (paramSBC)
 )
 
 func (r *run) seed(stream uint64) uint64 { return streamSeed(r.cfg.Seed, stream) }

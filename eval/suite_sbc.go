@@ -203,7 +203,7 @@ func (r *run) dimCalibration(names []string, byDim [][]float64, S int) ([]DimCal
 			upper[len(u)] = up
 		}
 		ce := CalibrationError(u)
-		se := Bootstrap(len(u), r.cfg.BootReps, r.seed(streamBoot)+uint64(j)+1, func(idx []int) float64 {
+		se := Bootstrap(len(u), r.cfg.BootReps, streamSeed(r.seed(streamDimBoot), uint64(j)), func(idx []int) float64 {
 			return CalibrationError(pick(u, idx))
 		})
 		out = append(out, DimCalibration{Index: j, Name: names[j], Values: len(u),

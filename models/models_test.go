@@ -238,14 +238,15 @@ func TestDescribeCommands(t *testing.T) {
 		m[k] = v
 	}
 	m["prism.step"] = "1234"
-	// A run limited by 5000 steps, without minutes and without a
-	// learning-rate schedule (whatever the shipped run had).
+	// A run from scratch limited by 5000 steps, without minutes and
+	// without a learning-rate schedule (whatever the shipped run had).
 	var cfg map[string]any
 	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	cfg["steps"], cfg["minutes"] = 5000, 0
 	delete(cfg["optimizer"].(map[string]any), "schedule")
+	delete(cfg, "init_from")
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
