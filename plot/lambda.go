@@ -101,7 +101,8 @@ func writeLambdaSweep(w io.Writer, s Sweep, o Options) error {
 				t.Max.X -= key.width
 				k.Min.X = t.Max.X
 				k.Max.Y -= vg.Points(8)
-				key.l.Draw(k)
+				l := key.legend(k)
+				l.Draw(k)
 			}
 			p.Draw(t)
 		}
@@ -176,13 +177,22 @@ func sweepComponents(s Sweep, xl, yl string) (*gplot.Plot, error) {
 	return p, nil
 }
 
-// sweepModels draws the stacked probabilities of the top models against λ.
-// sideKey is a legend drawn beside a panel, with the width it needs.
+// minShownProb is the smallest peak probability (over the λ grid) at which
+// a model gets its own stacked area and key entry; below it the area would
+// be a hairline (0.01 of the panel's height is about 4 pixels at the default
+// size), so the model's mass is drawn as part of "other" and the key says
+// how many models it holds.
+const minShownProb = 0.01
+
+// sideKey is a legend drawn beside a panel, with the width it needs. Its
+// labels are shortened at draw time until the key fits the panel's height.
 type sideKey struct {
-	l     gplot.Legend
-	width vg.Length
+	names  []string
+	thumbs []gplot.Thumbnailer
+	width  vg.Length
 }
 
+// sweepModels draws the stacked probabilities of the top models against λ.
 func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 	n := len(s.Lambda)
 	cum := make([]float64, n)
@@ -214,68 +224,142 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 		}
 		return nil
 	}
-	for mi, m := range s.Models {
+	folded := 0 // models too small to see, drawn as part of "other"
+	for _, m := range s.Models {
 		if len(m.Values) != n {
 			return nil, nil, fmt.Errorf("model %q has %d values for %d λ values", m.Name, len(m.Values), n)
 		}
+		peak := 0.0
 		for i, v := range m.Values {
 			if !finite(v) || v < 0 {
 				return nil, nil, fmt.Errorf("model %q: probability %v at λ=%v, want finite and ≥ 0", m.Name, v, s.Lambda[i])
 			}
+			peak = math.Max(peak, v)
 		}
-		if err := addLayer(m.Name, m.Values, withAlpha(seriesColor(mi), 0xc0)); err != nil {
+		if peak < minShownProb {
+			folded++
+			continue
+		}
+		if err := addLayer(m.Name, m.Values, withAlpha(seriesColor(len(layers)), 0xc0)); err != nil {
 			return nil, nil, err
+		}
+	}
+	// "other" is everything the drawn layers leave, the folded models
+	// included.
+	total := make([]float64, n)
+	for _, m := range s.Models {
+		for i, v := range m.Values {
+			total[i] += v
 		}
 	}
 	other := make([]float64, n)
 	anyOther := false
-	for i, c := range cum {
+	for i, c := range total {
 		if c > 1+1e-6 {
 			return nil, nil, fmt.Errorf("model probabilities sum to %v > 1 at λ=%v", c, s.Lambda[i])
 		}
-		other[i] = math.Max(0, 1-c)
+		other[i] = math.Max(0, 1-cum[i])
 		anyOther = anyOther || other[i] > 1e-6
 	}
 	if anyOther {
-		if err := addLayer("other", other, bandGrey); err != nil {
+		name := "other"
+		switch {
+		case folded == 1:
+			name = fmt.Sprintf("other (incl. 1 top model, < %g %%)", 100*minShownProb)
+		case folded > 1:
+			name = fmt.Sprintf("other (incl. %d top models, each < %g %%)", folded, 100*minShownProb)
+		}
+		if err := addLayer(name, other, bandGrey); err != nil {
 			return nil, nil, err
 		}
 	}
 	// Key from the top layer down, matching the stacking order.
-	key := gplot.NewLegend()
-	key.TextStyle.Font.Size = vg.Points(9)
-	key.Top, key.Left = true, true
-	var width vg.Length
+	key := &sideKey{}
+	font := newKey().TextStyle.Font
 	for i := len(layers) - 1; i >= 0; i-- {
-		name := wrapLabel(layers[i].name, 34)
-		key.Add(name, layers[i].poly)
-		for _, line := range strings.Split(name, "\n") {
-			width = max(width, textWidth(key.TextStyle.Font, line))
+		lines := wrapLabel(layers[i].name, 34)
+		key.names = append(key.names, layers[i].name)
+		key.thumbs = append(key.thumbs, layers[i].poly)
+		for _, line := range lines {
+			key.width = max(key.width, textWidth(font, line))
 		}
 	}
-	width += key.ThumbnailWidth + 2*key.Padding + vg.Points(12)
+	probe := newKey()
+	key.width += probe.ThumbnailWidth + 2*probe.Padding + vg.Points(12)
 	p.X.Min, p.X.Max = s.Lambda[0], s.Lambda[n-1]
 	p.Y.Min, p.Y.Max = 0, 1
-	return p, &sideKey{key, width}, nil
+	return p, key, nil
+}
+
+// newKey is the style of the stacked panel's key.
+func newKey() gplot.Legend {
+	l := gplot.NewLegend()
+	l.TextStyle.Font.Size = vg.Points(9)
+	l.Top, l.Left = true, true
+	return l
+}
+
+// legend builds the key for canvas c: labels wrapped to about 34
+// characters a line and, when the entries would run past the bottom of c,
+// cut to fewer lines each (the rest of a label summed up as "… +k more")
+// until they fit or a single line is left.
+func (k *sideKey) legend(c draw.Canvas) gplot.Legend {
+	wrapped := make([][]string, len(k.names))
+	most := 1
+	for i, name := range k.names {
+		wrapped[i] = wrapLabel(name, 34)
+		most = max(most, len(wrapped[i]))
+	}
+	for lines := most; ; lines-- {
+		l := newKey()
+		for i, w := range wrapped {
+			l.Add(strings.Join(clipLines(w, lines), "\n"), k.thumbs[i])
+		}
+		if lines == 1 || l.Rectangle(c).Min.Y >= c.Min.Y {
+			return l
+		}
+	}
+}
+
+// clipLines keeps at most n of a wrapped label's lines; when some are
+// dropped, the last kept line is replaced by a count of the components
+// left out.
+func clipLines(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	keep := max(n-1, 0)
+	rest := 0
+	for _, line := range lines[keep:] {
+		for _, part := range strings.SplitAfter(line, "+") {
+			if strings.TrimSuffix(part, "+") != "" {
+				rest++
+			}
+		}
+	}
+	out := append([]string(nil), lines[:keep]...)
+	return append(out, fmt.Sprintf("… +%d more", rest))
 }
 
 // wrapLabel breaks a long model label ("A+B+C+…") after a '+' into lines
 // of at most about max characters, so that a key of long labels leaves the
 // panel its room.
-func wrapLabel(name string, max int) string {
+func wrapLabel(name string, max int) []string {
 	if len([]rune(name)) <= max {
-		return name
+		return []string{name}
 	}
+	var lines []string
 	var b strings.Builder
 	line := 0
 	for i, part := range strings.SplitAfter(name, "+") {
 		n := len([]rune(part))
 		if i > 0 && line+n > max {
-			b.WriteString("\n")
+			lines = append(lines, b.String())
+			b.Reset()
 			line = 0
 		}
 		b.WriteString(part)
 		line += n
 	}
-	return b.String()
+	return append(lines, b.String())
 }
