@@ -219,24 +219,51 @@ func Describe(name string, data []byte) (Info, error) {
 	if h.cfg.Minutes > 0 {
 		limit += fmt.Sprintf(" --minutes %g", h.cfg.Minutes)
 	}
-	// A learning-rate schedule is a function of the step only, so one run
-	// with it equals a constant-rate run resumed with it (an annealed run).
-	flags := ""
-	if fl := h.cfg.Optimizer.Schedule.String(); fl != "" {
-		flags = " --lr-schedule " + fl
-	}
 	// A warm start names its source run in the runs/NAME layout of
 	// models/README.md (the recorded path is the training machine's), or
 	// the shipped weights file it started from (models/NAME.safetensors).
+	initFrom := ""
 	if h.cfg.InitFrom != "" {
 		src, dir := filepath.Base(h.cfg.InitFrom), "runs/"
 		if strings.HasSuffix(src, Ext) {
 			dir = "models/"
 		}
-		flags += " --init-from " + dir + src
+		initFrom = " --init-from " + dir + src
 	}
-	info.Train = fmt.Sprintf("prism train --config configs/%s.yaml%s%s --out runs/%s", name, limit, flags, name)
-	info.Reproduce = fmt.Sprintf("prism train --config configs/%s.yaml --steps %d%s --out runs/%s", name, h.step, flags, name)
+	// A learning-rate schedule is a function of the step only, so one run
+	// with it equals a constant-rate run resumed with it (an annealed run).
+	// A run resumed with a schedule that replaced another one (recorded in
+	// EarlierSchedules) is reproduced by the same chain of invocations:
+	// each earlier schedule up to its last step, then a resume with the
+	// next.
+	lr := func(s train.Schedule) string {
+		if fl := s.String(); fl != "" {
+			return " --lr-schedule " + fl
+		}
+		return ""
+	}
+	// A resume keeps the checkpoint's schedule unless told otherwise, so
+	// it names a constant rate explicitly.
+	lrResume := func(s train.Schedule) string {
+		if fl := lr(s); fl != "" {
+			return fl
+		}
+		return " --lr-schedule constant"
+	}
+	first, resume := fmt.Sprintf("prism train --config configs/%s.yaml", name), ""
+	if spans := h.cfg.Optimizer.EarlierSchedules; len(spans) > 0 {
+		first += fmt.Sprintf(" --steps %d%s%s --out runs/%s", spans[0].Until, lr(spans[0].Schedule), initFrom, name)
+		for i := 1; i < len(spans); i++ {
+			first += fmt.Sprintf(" && prism train --resume runs/%s --steps %d%s", name, spans[i].Until, lrResume(spans[i].Schedule))
+		}
+		resume = fmt.Sprintf(" && prism train --resume runs/%s", name)
+		info.Train = first + resume + limit + lrResume(h.cfg.Optimizer.Schedule)
+		info.Reproduce = first + resume + fmt.Sprintf(" --steps %d", h.step) + lrResume(h.cfg.Optimizer.Schedule)
+		return info, nil
+	}
+	flags := lr(h.cfg.Optimizer.Schedule) + initFrom
+	info.Train = fmt.Sprintf("%s%s%s --out runs/%s", first, limit, flags, name)
+	info.Reproduce = fmt.Sprintf("%s --steps %d%s --out runs/%s", first, h.step, flags, name)
 	return info, nil
 }
 

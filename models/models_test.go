@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -266,6 +267,36 @@ func TestDescribeCommands(t *testing.T) {
 	if info.Config.Minutes != 0 || info.Train != "prism train --config configs/symbolic-k15.yaml --steps 5000 --out runs/symbolic-k15" {
 		t.Errorf("minutes %v: train %q", info.Config.Minutes, info.Train)
 	}
+
+	// A warm start decayed over 1000 steps, resumed at 1000 under a
+	// constant rate to 1100 and then at 1100 under a second decay: the
+	// chain of three invocations.
+	opt := cfg["optimizer"].(map[string]any)
+	opt["schedule"] = map[string]any{"kind": "cosine", "start": 1100, "steps": 134, "final": 0.05}
+	opt["earlier_schedules"] = []map[string]any{
+		{"until": 1000, "schedule": map[string]any{"kind": "cosine", "start": 0, "steps": 1000, "final": 0.05}},
+		{"until": 1100, "schedule": map[string]any{}},
+	}
+	cfg["init_from"] = "/somewhere/models/symbolic-k15.safetensors"
+	if js, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	m["prism.config"] = string(js)
+	b.Reset()
+	if err := safetensors.Encode(&b, ts, m); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = Describe("symbolic-k15", b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	chain := "prism train --config configs/symbolic-k15.yaml --steps 1000 --lr-schedule cosine:0:1000:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15" +
+		" && prism train --resume runs/symbolic-k15 --steps 1100 --lr-schedule constant && prism train --resume runs/symbolic-k15"
+	if want := chain + " --steps 1234 --lr-schedule cosine:1100:134:0.05"; info.Reproduce != want {
+		t.Errorf("reproduce\n%s\nwant\n%s", info.Reproduce, want)
+	}
+	if want := chain + " --steps 5000 --lr-schedule cosine:1100:134:0.05"; info.Train != want {
+		t.Errorf("train\n%s\nwant\n%s", info.Train, want)
+	}
 }
 
 // TestConfigFileMatches: every shipped network was trained with the
@@ -294,7 +325,8 @@ func TestConfigFileMatches(t *testing.T) {
 			t.Errorf("%s: network %+v, configs/%s.yaml has %+v", name, got.Network, name, want.Network)
 		}
 		got.Optimizer.Schedule, want.Optimizer.Schedule = train.Schedule{}, train.Schedule{}
-		if got.BatchSize != want.BatchSize || got.Optimizer != want.Optimizer || got.Family != want.Family {
+		got.Optimizer.EarlierSchedules = nil
+		if got.BatchSize != want.BatchSize || !reflect.DeepEqual(got.Optimizer, want.Optimizer) || got.Family != want.Family {
 			t.Errorf("%s: family %s, batch %d, optimiser %+v; configs/%s.yaml: %s, %d, %+v", name,
 				got.Family, got.BatchSize, got.Optimizer, name, want.Family, want.BatchSize, want.Optimizer)
 		}

@@ -137,6 +137,37 @@ type OptimConfig struct {
 	// Schedule multiplies LR by a factor that depends on the step (none:
 	// constant LR, as in the paper).
 	Schedule Schedule `json:"schedule" yaml:"schedule"`
+	// EarlierSchedules records, oldest first, the schedules a resumed run
+	// replaced and the last step each governed, so that a checkpoint (and
+	// a weights file exported from it) says how its whole run was trained.
+	// Written by Resume, never read from a configuration file.
+	EarlierSchedules []ScheduleSpan `json:"earlier_schedules,omitempty" yaml:"-"`
+}
+
+// ScheduleSpan is a learning-rate schedule that governed the steps of a
+// run up to and including Until.
+type ScheduleSpan struct {
+	Until    int64    `json:"until"`
+	Schedule Schedule `json:"schedule"`
+}
+
+// recordScheduleChange appends to next's EarlierSchedules the schedule of
+// prev, which governed steps 1..step, when next's schedule alone would not
+// give those steps the same rates: a changed schedule, unless both are
+// constant up to step (a constant-rate run annealed from step on, which
+// next's schedule alone reproduces).
+func recordScheduleChange(prev, next *OptimConfig, step int64) {
+	old, cur := prev.Schedule, next.Schedule
+	if step == 0 || old == cur {
+		return
+	}
+	constantTo := func(s Schedule) bool { return s.Kind == "" || s.Kind == "constant" || int64(s.Start) >= step }
+	if old.Kind == "" || old.Kind == "constant" {
+		if constantTo(cur) {
+			return
+		}
+	}
+	next.EarlierSchedules = append(append([]ScheduleSpan(nil), prev.EarlierSchedules...), ScheduleSpan{Until: step, Schedule: old})
 }
 
 // Schedule is a learning-rate decay by step number, so that a run is

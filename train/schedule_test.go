@@ -3,6 +3,7 @@ package train
 import (
 	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/prismsbi/prism/checkpoint"
@@ -98,7 +99,53 @@ func TestScheduledRunResumes(t *testing.T) {
 		t.Errorf("annealed run ended at step %d", res.Step)
 	}
 	at.Close()
+	// The replaced schedule is recorded with the last step it governed.
+	ck, err := loadCheckpoint(at.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ScheduleSpan{{Until: 20, Schedule: cfg.Optimizer.Schedule}}
+	if got := ck.cfg.Optimizer.EarlierSchedules; !reflect.DeepEqual(got, want) {
+		t.Errorf("annealed run's earlier schedules %+v, want %+v", got, want)
+	}
 	if _, err := Resume(dir, "", func(c *Config) { c.Optimizer.LR *= 2 }, Options{}); err == nil {
 		t.Error("Resume accepted a changed base learning rate")
+	}
+}
+
+// TestRecordScheduleChange: a resumed run records the schedule it replaces
+// exactly when its own schedule would give the steps already taken other
+// rates, and keeps what earlier resumes recorded.
+func TestRecordScheduleChange(t *testing.T) {
+	cos := func(start, steps int) Schedule {
+		return Schedule{Kind: "cosine", Start: start, Steps: steps, Final: 0.05}
+	}
+	older := []ScheduleSpan{{Until: 50, Schedule: cos(0, 50)}}
+	cases := []struct {
+		name      string
+		prev, cur Schedule
+		earlier   []ScheduleSpan
+		step      int64
+		want      []ScheduleSpan
+	}{
+		{"same schedule", cos(0, 100), cos(0, 100), nil, 60, nil},
+		{"constant annealed from the resume step", Schedule{}, cos(100, 20), nil, 100, nil},
+		{"constant annealed later", Schedule{Kind: "constant"}, cos(150, 20), nil, 100, nil},
+		{"constant annealed from an earlier step", Schedule{}, cos(80, 40), nil, 100, []ScheduleSpan{{100, Schedule{}}}},
+		{"decay restarted", cos(0, 100), cos(100, 60), nil, 100, []ScheduleSpan{{100, cos(0, 100)}}},
+		{"decay made constant", cos(0, 100), Schedule{Kind: "constant"}, nil, 40, []ScheduleSpan{{40, cos(0, 100)}}},
+		{"second restart", cos(50, 50), cos(100, 60), older, 100, []ScheduleSpan{older[0], {100, cos(50, 50)}}},
+		{"fresh run", cos(0, 100), cos(0, 50), nil, 0, nil},
+	}
+	for _, c := range cases {
+		prev := OptimConfig{Schedule: c.prev, EarlierSchedules: c.earlier}
+		next := OptimConfig{Schedule: c.cur, EarlierSchedules: c.earlier}
+		recordScheduleChange(&prev, &next, c.step)
+		if !reflect.DeepEqual(next.EarlierSchedules, c.want) {
+			t.Errorf("%s: earlier schedules %+v, want %+v", c.name, next.EarlierSchedules, c.want)
+		}
+		if !reflect.DeepEqual(prev.EarlierSchedules, c.earlier) {
+			t.Errorf("%s: the checkpoint's own record changed to %+v", c.name, prev.EarlierSchedules)
+		}
 	}
 }

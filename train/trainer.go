@@ -276,6 +276,7 @@ func Resume(src, dst string, adjust func(*Config), opts Options) (t *Trainer, er
 		if err := sameNumerics(&ck.cfg, &cfg); err != nil {
 			return nil, err
 		}
+		recordScheduleChange(&ck.cfg.Optimizer, &cfg.Optimizer, ck.state.Step)
 	}
 	f, err := cfg.LookupFamily()
 	if err != nil {
@@ -336,7 +337,7 @@ func sameNumerics(a, b *Config) error {
 	strip := func(c Config) ([]byte, error) {
 		c.Steps, c.Minutes, c.CPUMinutes, c.CheckpointMinutes, c.CheckpointEvery, c.LogEvery = 0, 0, 0, 0, 0, 0
 		c.Prefetch, c.SimWorkers, c.Replicas = 0, 0, 0
-		c.Optimizer.Schedule = Schedule{}
+		c.Optimizer.Schedule, c.Optimizer.EarlierSchedules = Schedule{}, nil
 		c.Proposal, c.LambdaTrain = nil, nil
 		return json.Marshal(c)
 	}
