@@ -250,15 +250,15 @@ func Describe(name string, data []byte) (Info, error) {
 		}
 		return " --lr-schedule constant"
 	}
-	first, resume := fmt.Sprintf("prism train --config configs/%s.yaml", name), ""
+	first := fmt.Sprintf("prism train --config configs/%s.yaml", name)
 	if spans := h.cfg.Optimizer.EarlierSchedules; len(spans) > 0 {
 		first += fmt.Sprintf(" --steps %d%s%s --out runs/%s", spans[0].Until, lr(spans[0].Schedule), initFrom, name)
 		for i := 1; i < len(spans); i++ {
 			first += fmt.Sprintf(" && prism train --resume runs/%s --steps %d%s", name, spans[i].Until, lrResume(spans[i].Schedule))
 		}
-		resume = fmt.Sprintf(" && prism train --resume runs/%s", name)
-		info.Train = first + resume + limit + lrResume(h.cfg.Optimizer.Schedule)
-		info.Reproduce = first + resume + fmt.Sprintf(" --steps %d", h.step) + lrResume(h.cfg.Optimizer.Schedule)
+		last := fmt.Sprintf("%s && prism train --resume runs/%s", first, name)
+		info.Train = last + limit + lrResume(h.cfg.Optimizer.Schedule)
+		info.Reproduce = last + fmt.Sprintf(" --steps %d", h.step) + lrResume(h.cfg.Optimizer.Schedule)
 		return info, nil
 	}
 	flags := lr(h.cfg.Optimizer.Schedule) + initFrom

@@ -184,10 +184,11 @@ func sweepComponents(s Sweep, xl, yl string) (*gplot.Plot, error) {
 // how many models it holds.
 const minShownProb = 0.01
 
-// sideKey is a legend drawn beside a panel, with the width it needs. Its
-// labels are shortened at draw time until the key fits the panel's height.
+// sideKey is a legend drawn beside a panel, with the width it needs: one
+// wrapped label (wrapLabel) and thumbnail per entry. Its labels are cut at
+// draw time until the key fits the panel's height.
 type sideKey struct {
-	names  []string
+	lines  [][]string
 	thumbs []gplot.Thumbnailer
 	width  vg.Length
 }
@@ -225,6 +226,7 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 		return nil
 	}
 	folded := 0 // models too small to see, drawn as part of "other"
+	total := make([]float64, n)
 	for _, m := range s.Models {
 		if len(m.Values) != n {
 			return nil, nil, fmt.Errorf("model %q has %d values for %d λ values", m.Name, len(m.Values), n)
@@ -235,6 +237,7 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 				return nil, nil, fmt.Errorf("model %q: probability %v at λ=%v, want finite and ≥ 0", m.Name, v, s.Lambda[i])
 			}
 			peak = math.Max(peak, v)
+			total[i] += v
 		}
 		if peak < minShownProb {
 			folded++
@@ -246,12 +249,6 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 	}
 	// "other" is everything the drawn layers leave, the folded models
 	// included.
-	total := make([]float64, n)
-	for _, m := range s.Models {
-		for i, v := range m.Values {
-			total[i] += v
-		}
-	}
 	other := make([]float64, n)
 	anyOther := false
 	for i, c := range total {
@@ -274,18 +271,16 @@ func sweepModels(s Sweep, xl string) (*gplot.Plot, *sideKey, error) {
 		}
 	}
 	// Key from the top layer down, matching the stacking order.
-	key := &sideKey{}
-	font := newKey().TextStyle.Font
+	key, style := &sideKey{}, newKey()
 	for i := len(layers) - 1; i >= 0; i-- {
 		lines := wrapLabel(layers[i].name, 34)
-		key.names = append(key.names, layers[i].name)
+		key.lines = append(key.lines, lines)
 		key.thumbs = append(key.thumbs, layers[i].poly)
 		for _, line := range lines {
-			key.width = max(key.width, textWidth(font, line))
+			key.width = max(key.width, textWidth(style.TextStyle.Font, line))
 		}
 	}
-	probe := newKey()
-	key.width += probe.ThumbnailWidth + 2*probe.Padding + vg.Points(12)
+	key.width += style.ThumbnailWidth + 2*style.Padding + vg.Points(12)
 	p.X.Min, p.X.Max = s.Lambda[0], s.Lambda[n-1]
 	p.Y.Min, p.Y.Max = 0, 1
 	return p, key, nil
@@ -299,20 +294,18 @@ func newKey() gplot.Legend {
 	return l
 }
 
-// legend builds the key for canvas c: labels wrapped to about 34
-// characters a line and, when the entries would run past the bottom of c,
-// cut to fewer lines each (the rest of a label summed up as "… +k more")
-// until they fit or a single line is left.
+// legend builds the key for canvas c: the wrapped labels and, when the
+// entries would run past the bottom of c, cut to fewer lines each (the
+// rest of a label summed up as "… +k more") until they fit or a single
+// line is left.
 func (k *sideKey) legend(c draw.Canvas) gplot.Legend {
-	wrapped := make([][]string, len(k.names))
 	most := 1
-	for i, name := range k.names {
-		wrapped[i] = wrapLabel(name, 34)
-		most = max(most, len(wrapped[i]))
+	for _, w := range k.lines {
+		most = max(most, len(w))
 	}
 	for lines := most; ; lines-- {
 		l := newKey()
-		for i, w := range wrapped {
+		for i, w := range k.lines {
 			l.Add(strings.Join(clipLines(w, lines), "\n"), k.thumbs[i])
 		}
 		if lines == 1 || l.Rectangle(c).Min.Y >= c.Min.Y {

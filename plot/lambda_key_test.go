@@ -52,8 +52,8 @@ func TestLambdaSweepKeyFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(key.names) != 6 {
-		t.Fatalf("key has %d entries, want 6", len(key.names))
+	if len(key.lines) != 6 {
+		t.Fatalf("key has %d entries, want 6", len(key.lines))
 	}
 	height := func(h vg.Length) vg.Length {
 		c := draw.New(vgimg.New(vg.Points(400), h))
@@ -84,8 +84,12 @@ func TestLambdaSweepFoldsSmallModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"other (incl. 1 top model, < 1 %)", "last", "big"}
-	if strings.Join(key.names, "|") != strings.Join(want, "|") {
-		t.Errorf("key %q, want %q", key.names, want)
+	var names []string
+	for _, lines := range key.lines {
+		names = append(names, strings.Join(lines, ""))
+	}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("key %q, want %q", names, want)
 	}
 	var buf bytes.Buffer
 	if err := WriteLambdaSweep(&buf, s, Options{}); err != nil {

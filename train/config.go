@@ -158,14 +158,8 @@ type ScheduleSpan struct {
 // next's schedule alone reproduces).
 func recordScheduleChange(prev, next *OptimConfig, step int64) {
 	old, cur := prev.Schedule, next.Schedule
-	if step == 0 || old == cur {
+	if step == 0 || old == cur || old.constant() && (cur.constant() || int64(cur.Start) >= step) {
 		return
-	}
-	constantTo := func(s Schedule) bool { return s.Kind == "" || s.Kind == "constant" || int64(s.Start) >= step }
-	if old.Kind == "" || old.Kind == "constant" {
-		if constantTo(cur) {
-			return
-		}
 	}
 	next.EarlierSchedules = append(append([]ScheduleSpan(nil), prev.EarlierSchedules...), ScheduleSpan{Until: step, Schedule: old})
 }
@@ -183,10 +177,13 @@ type Schedule struct {
 	Final float64 `json:"final,omitempty" yaml:"final"`
 }
 
+// constant reports whether s keeps the base rate at every step.
+func (s Schedule) constant() bool { return s.Kind == "" || s.Kind == "constant" }
+
 // Factor returns the multiplier of the base learning rate at step (the
 // 1-based number of the update about to be taken).
 func (s Schedule) Factor(step int64) float64 {
-	if s.Kind == "" || s.Kind == "constant" || step <= int64(s.Start) {
+	if s.constant() || step <= int64(s.Start) {
 		return 1
 	}
 	u := 1.0
@@ -202,7 +199,7 @@ func (s Schedule) Factor(step int64) float64 {
 // String is the command-line form KIND:START:STEPS:FINAL that
 // ParseSchedule reads ("" for the constant rate).
 func (s Schedule) String() string {
-	if s.Kind == "" || s.Kind == "constant" {
+	if s.constant() {
 		return ""
 	}
 	return fmt.Sprintf("%s:%d:%d:%s", s.Kind, s.Start, s.Steps, strconv.FormatFloat(s.Final, 'g', -1, 64))
