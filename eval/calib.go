@@ -96,7 +96,11 @@ func UniformCEBand(n, ranks, reps int, level float64, seed uint64) (Band, error)
 		return Band{}, fmt.Errorf("eval: UniformCEBand(n=%d, ranks=%d, reps=%d, level=%v)", n, ranks, reps, level)
 	}
 	r := rand.New(rand.NewPCG(seed, 0xca11b))
-	return simulateBand(n, reps, level, func(_ int, u []float64) {
+	levels := 0
+	if ranks > 0 {
+		levels = ranks + 1
+	}
+	return simulateBand(n, reps, level, levels, func(_ int, u []float64) {
 		for i := range u {
 			if ranks == 0 {
 				u[i] = r.Float64()
@@ -130,7 +134,14 @@ func SelfConsistentCEBand(samples [][][]float64, reps int, level float64, seed u
 		return Band{}, fmt.Errorf("eval: SelfConsistentCEBand(n=%d, reps=%d, level=%v)", n, reps, level)
 	}
 	r := rand.New(rand.NewPCG(seed, 0x5e1f))
-	return simulateBand(n, reps, level, func(_ int, u []float64) {
+	levels := len(samples[0]) // the pseudo-truth's rank among S − 1 others: S levels
+	for _, st := range samples {
+		if len(st) != levels {
+			levels = 0 // mixed sample counts: no common levels
+			break
+		}
+	}
+	return simulateBand(n, reps, level, levels, func(_ int, u []float64) {
 		k := 0
 		for _, st := range samples {
 			j := r.IntN(len(st))
@@ -149,13 +160,20 @@ func SelfConsistentCEBand(samples [][][]float64, reps int, level float64, seed u
 }
 
 // simulateBand runs reps replicates of draw (which fills n values) and
-// summarises their CEs and pointwise ECDFs.
-func simulateBand(n, reps int, level float64, draw func(rep int, u []float64)) Band {
+// summarises their CEs and pointwise ECDFs. The ECDFs are taken on 201
+// points of [0, 1], or, when the values are discrete on levels (r − 0.5)/L
+// (levels = L > 0), at the boundaries k/L between the levels, where a
+// calibrated ECDF's expectation is exactly k/L (so a plot of ECDF − z
+// shows no sawtooth of the discreteness).
+func simulateBand(n, reps int, level float64, levels int, draw func(rep int, u []float64)) Band {
 	b := Band{N: n, Reps: reps, Level: level}
-	const zs = 201
+	zs := 201
+	if levels > 0 {
+		zs = levels + 1
+	}
 	b.Z = make([]float64, zs)
 	for i := range b.Z {
-		b.Z[i] = float64(i) / (zs - 1)
+		b.Z[i] = float64(i) / float64(zs-1)
 	}
 	ecdf := make([][]float64, zs)
 	for i := range ecdf {

@@ -333,3 +333,52 @@ func TestDimCalibrationNamesTheMiscalibratedDimension(t *testing.T) {
 		t.Errorf("DimSummary: %q", s)
 	}
 }
+
+// TestBandAtLevelBoundaries: the pointwise ECDF band of discrete PIT values
+// is taken at the boundaries k/L between their L levels (S + 1 for
+// UniformCEBand with S ranks, S for the self-consistent band with S
+// samples per trial), where a calibrated ECDF's expectation is k/L, so
+// every interval [Lo, Hi] contains its own z; on the 201-point grid of
+// continuous values the same holds by construction.
+func TestBandAtLevelBoundaries(t *testing.T) {
+	const S = 20
+	check := func(name string, b Band, levels int) {
+		t.Helper()
+		if len(b.Z) != levels+1 || len(b.Lo) != levels+1 || len(b.Hi) != levels+1 {
+			t.Fatalf("%s: %d/%d/%d points, want %d", name, len(b.Z), len(b.Lo), len(b.Hi), levels+1)
+		}
+		for k, z := range b.Z {
+			if math.Abs(z-float64(k)/float64(levels)) > 1e-15 {
+				t.Errorf("%s: Z[%d] = %v, want %d/%d", name, k, z, k, levels)
+			}
+			// The 95 % interval of a binomial proportion with mean z
+			// (n = 2000 values) contains z.
+			if !(b.Lo[k] <= z+1e-12 && z <= b.Hi[k]+1e-12) {
+				t.Errorf("%s: at z = %v the band is [%v, %v]", name, z, b.Lo[k], b.Hi[k])
+			}
+		}
+	}
+	b, err := UniformCEBand(2000, S, 400, 0.95, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ranks", b, S+1)
+	b, err = UniformCEBand(2000, 0, 400, 0.95, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("continuous", b, 200)
+	r := rand.New(rand.NewPCG(4, 4))
+	samples := make([][][]float64, 1000)
+	for i := range samples {
+		samples[i] = make([][]float64, S)
+		for s := range samples[i] {
+			samples[i][s] = []float64{r.NormFloat64(), r.NormFloat64()}
+		}
+	}
+	b, err = SelfConsistentCEBand(samples, 400, 0.95, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("self-consistent", b, S)
+}

@@ -133,12 +133,15 @@ func (rep *Report) WriteDir(dir string) error {
 
 func (rep *Report) plots(dir string) error {
 	// Calibration: one figure per kind so that each band matches its N.
+	// Parameter PIT values are discrete, on the S + 1 levels of S samples:
+	// their ECDF is drawn through the level boundaries (plot.Levels).
 	for _, c := range []struct {
 		name, title string
 		cal         Calibration
+		levels      int
 	}{
-		{"calibration-masks.png", "model SBC (randomised ranks of log q)", rep.Mask},
-		{"calibration-params.png", "parameter SBC (PIT, active dimensions)", rep.Param},
+		{"calibration-masks.png", "model SBC (randomised ranks of log q)", rep.Mask, 0},
+		{"calibration-params.png", "parameter SBC (PIT, active dimensions)", rep.Param, rep.Settings.ThetaSamples + 1},
 	} {
 		band := c.cal.Band
 		if c.cal.DependentBand != nil {
@@ -148,6 +151,7 @@ func (rep *Report) plots(dir string) error {
 			Options: plot.Options{Title: fmt.Sprintf("%s: CE %.4f, %.0f%% band ≤ %.4f", c.title, c.cal.CE.Value, 100*band.Level, band.Upper), XLabel: "u"},
 			Level:   band.Level,
 			Band:    &plot.ECDFBand{Z: band.Z, Lo: band.Lo, Hi: band.Hi},
+			Levels:  c.levels,
 		}
 		if err := plot.CalibrationECDF(filepath.Join(dir, c.name), []plot.Series{{Name: fmt.Sprintf("%d values", len(c.cal.U)), Values: c.cal.U}}, o); err != nil {
 			return fmt.Errorf("eval: %w", err)

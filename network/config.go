@@ -221,10 +221,15 @@ func (c Config) Validate() error {
 
 // SameFor reports whether a and b build the same network for family f:
 // equal in every field but the input-embedding sections of observation
-// kinds f does not have (files written before a section existed lack it).
+// kinds f does not have (files written before a section existed lack it)
+// and the training noise distribution (LogSigmaMean, LogSigmaStd,
+// SigmaMin, SigmaMax), which only MakeBatch reads: it changes what a run
+// trains on, not the tensors or the function they compute, so weights
+// trained under one distribution can be fine-tuned under another.
 func SameFor(f family.Family, a, b Config) bool {
 	kind := family.ObservationKindOf(f)
 	for _, c := range []*Config{&a, &b} {
+		c.LogSigmaMean, c.LogSigmaStd, c.SigmaMin, c.SigmaMax = 0, 0, 0, 0
 		if kind != family.ObservationGrid {
 			c.Grid = GridEncoderConfig{}
 		}

@@ -60,8 +60,8 @@ func TestConfigLegacyKeys(t *testing.T) {
 
 // TestSameFor: configurations that differ only in the input-embedding
 // section of another observation kind build the same network (a file
-// written before that section existed lacks it); any other difference
-// counts.
+// written before that section existed lacks it), or only in the training
+// noise distribution, build the same network; any other difference counts.
 func TestSameFor(t *testing.T) {
 	b3s, lg := lookup(t, "b3s"), lookup(t, "lingauss-k6")
 	a := DefaultConfig(nil)
@@ -78,6 +78,11 @@ func TestSameFor(t *testing.T) {
 	c.Diffusion.MaxB = 3000
 	if SameFor(b3s, a, c) || !SameFor(lg, a, c) {
 		t.Error("diffusion.max_b must matter for b3s only")
+	}
+	e := a
+	e.LogSigmaMean, e.LogSigmaStd, e.SigmaMin = -2, 1.6, 1e-4
+	if !SameFor(lg, a, e) || !SameFor(b3s, a, e) {
+		t.Error("the training noise distribution must not count: it does not change the tensors")
 	}
 	d := a
 	d.ModelDim = 32

@@ -32,6 +32,13 @@ type CalibrationOptions struct {
 	// computed from the smallest series size (e.g. a band obtained by
 	// simulation, or a simultaneous one).
 	Band *ECDFBand
+	// Levels, if positive, says that the values are discrete, on the L
+	// levels (r − 0.5)/L, r = 1…L (parameter SBC with L − 1 samples). The
+	// ECDFs and the default band are then drawn through the level
+	// boundaries k/L, k = 0…L, where a calibrated posterior's expected ECDF
+	// is exactly k/L: drawn as a step function, the ECDF minus the diagonal
+	// would be a sawtooth of height 1/L that hides smaller deviations.
+	Levels int
 }
 
 // gridPoints is the number of z values at which ECDFs and bands are drawn.
@@ -80,9 +87,12 @@ func writeCalibrationECDF(w io.Writer, series []Series, o CalibrationOptions) er
 		vals[i] = v
 		nmin = min(nmin, len(v))
 	}
+	if o.Levels < 0 {
+		return fmt.Errorf("levels %d: want ≥ 0", o.Levels)
+	}
 	band := o.Band
 	if band == nil {
-		band = binomialBand(nmin, level)
+		band = binomialBand(nmin, level, o.Levels)
 	} else if n := len(band.Z); n < 2 || len(band.Lo) != n || len(band.Hi) != n {
 		return fmt.Errorf("band: need ≥ 2 points and equal lengths, have Z %d, Lo %d, Hi %d", n, len(band.Lo), len(band.Hi))
 	}
@@ -133,6 +143,9 @@ func writeCalibrationECDF(w io.Writer, series []Series, o CalibrationOptions) er
 	p.Add(ref)
 	for si, v := range vals {
 		xy := ecdfSteps(v, diag)
+		if o.Levels > 0 {
+			xy = ecdfAtBoundaries(v, o.Levels, diag)
+		}
 		l, err := plotter.NewLine(xy)
 		if err != nil {
 			return err
@@ -164,13 +177,37 @@ func ecdfSteps(v []float64, diag func(float64) float64) plotter.XYs {
 	return append(xy, plotter.XY{X: 1, Y: 1 - diag(1)})
 }
 
+// ecdfAtBoundaries returns the ECDF of sorted values v, which lie on the
+// levels (r − 0.5)/levels, at the boundaries k/levels between the levels,
+// minus diag(z): a polyline through the points where the discrete uniform
+// CDF equals the continuous one.
+func ecdfAtBoundaries(v []float64, levels int, diag func(float64) float64) plotter.XYs {
+	n := float64(len(v))
+	xy := make(plotter.XYs, levels+1)
+	j := 0
+	for k := range xy {
+		z := float64(k) / float64(levels)
+		for j < len(v) && v[j] < z {
+			j++
+		}
+		xy[k] = plotter.XY{X: z, Y: float64(j)/n - diag(z)}
+	}
+	return xy
+}
+
 // binomialBand returns the pointwise central band of the ECDF of n
-// independent uniform values: N·ECDF(z) ~ Binomial(n, z).
-func binomialBand(n int, level float64) *ECDFBand {
-	b := &ECDFBand{Z: make([]float64, gridPoints), Lo: make([]float64, gridPoints), Hi: make([]float64, gridPoints)}
+// independent uniform values: N·ECDF(z) ~ Binomial(n, z). With levels > 0
+// it is drawn at the level boundaries k/levels, where the ECDF of n
+// discrete uniform values on the levels is Binomial(n, k/levels)/n too.
+func binomialBand(n int, level float64, levels int) *ECDFBand {
+	pts := gridPoints
+	if levels > 0 {
+		pts = levels + 1
+	}
+	b := &ECDFBand{Z: make([]float64, pts), Lo: make([]float64, pts), Hi: make([]float64, pts)}
 	a := (1 - level) / 2
 	for i := range b.Z {
-		z := float64(i) / float64(gridPoints-1)
+		z := float64(i) / float64(pts-1)
 		b.Z[i] = z
 		b.Lo[i] = float64(binomialQuantile(n, z, a)) / float64(n)
 		b.Hi[i] = float64(binomialQuantile(n, z, 1-a)) / float64(n)

@@ -645,3 +645,50 @@ func TestDegenerateValues(t *testing.T) {
 		}
 	}
 }
+
+// TestECDFAtLevelBoundaries: values that fill each of L discrete levels
+// (r − 0.5)/L equally have an ECDF equal to z at every boundary k/L, so the
+// curve minus the diagonal is exactly zero (the step function would swing
+// by ±1/(2L) between levels); a shift of every value one level up lowers the
+// curve by 1/L at every inner boundary.
+func TestECDFAtLevelBoundaries(t *testing.T) {
+	const L, copies = 11, 3
+	var u, up []float64
+	for r := 1; r <= L; r++ {
+		for range copies {
+			u = append(u, (float64(r)-0.5)/L)
+			up = append(up, (float64(min(r+1, L))-0.5)/L)
+		}
+	}
+	diag := func(z float64) float64 { return z }
+	xy := ecdfAtBoundaries(u, L, diag)
+	if len(xy) != L+1 {
+		t.Fatalf("%d points, want %d", len(xy), L+1)
+	}
+	for k, p := range xy {
+		if math.Abs(p.X-float64(k)/L) > 1e-15 || math.Abs(p.Y) > 1e-12 {
+			t.Errorf("point %d: (%v, %v), want (%v, 0)", k, p.X, p.Y, float64(k)/L)
+		}
+	}
+	steps := ecdfSteps(u, diag)
+	swing := 0.0
+	for _, p := range steps {
+		swing = max(swing, math.Abs(p.Y))
+	}
+	if swing < 0.45/L { // steps of 1/L centred on the diagonal reach ±1/(2L)
+		t.Errorf("step function reaches %v, expected about 1/(2L) = %v (the sawtooth Levels removes)", swing, 0.5/L)
+	}
+	xy = ecdfAtBoundaries(up, L, diag)
+	for k := 1; k < L; k++ {
+		if want := -1.0 / L; math.Abs(xy[k].Y-want) > 1e-12 {
+			t.Errorf("shifted values, boundary %d: %v, want %v", k, xy[k].Y, want)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteCalibrationECDF(&buf, []Series{{Values: u}}, CalibrationOptions{Levels: L}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCalibrationECDF(&buf, []Series{{Values: u}}, CalibrationOptions{Levels: -1}); err == nil || !strings.Contains(err.Error(), "levels") {
+		t.Errorf("negative levels: error %v", err)
+	}
+}
