@@ -50,6 +50,18 @@ func (rep *Report) Rows() []Row {
 		add("param_sbc_dim_ce_band_upper", d.BandUpper, s)
 		add("param_sbc_dim_values", float64(d.Values), s)
 	}
+	for _, w := range rep.Param.ByWidth {
+		hi := "inf"
+		if w.SDHi != nil {
+			hi = fmt.Sprint(*w.SDHi)
+		}
+		s := fmt.Sprintf("%s,sd=%g-%s", set, w.SDLo, hi)
+		val("param_sbc_width_ce", w.CE, s)
+		add("param_sbc_width_ce_band_upper", w.BandUpper, s)
+		add("param_sbc_width_values", float64(w.Values), s)
+		val("param_sbc_width_central_half", w.Central, s)
+		add("param_sbc_width_central_half_expected", w.CentralExpected, s)
+	}
 	if k := rep.KSD; k != nil {
 		val("ksd", k.KSD, set)
 		val("ksd_prior", k.KSDPrior, set)

@@ -159,6 +159,7 @@ const (
 	streamBoot
 	streamRank
 	streamDimBoot // parent of one bootstrap stream per latent dimension (paramSBC)
+	streamWidth   // parent of the bands and bootstraps of the posterior-width bins (paramSBC)
 )
 
 func (r *run) seed(stream uint64) uint64 { return streamSeed(r.cfg.Seed, stream) }
@@ -195,6 +196,7 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	}
 	r.progress("parameter SBC: CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)", rep.Param.CE.Value, rep.Param.Band.Upper, rep.Param.DependentBand.Upper)
 	r.progress("parameter SBC by dimension: %s", DimSummary(rep.Param.ByDimension, cfg.Level, 3))
+	r.progress("parameter SBC by posterior width: %s", WidthSummary(rep.Param.ByWidth))
 	lik := family.HasLikelihood(f)
 	if !lik {
 		r.progress("KSD, importance sampling and predictive checks skipped: %s has no likelihood (an external simulator)", f.Name())

@@ -35,6 +35,10 @@ type Calibration struct {
 	// the suite's level, so with P dimensions about (1 − level)·P of a
 	// perfect posterior's are outside their bands by chance.
 	ByDimension []DimCalibration `json:"by_dimension,omitempty"`
+	// ByWidth (parameters only) bins the PIT values by the SD of the
+	// posterior draws they were ranked in and says, bin by bin, whether
+	// the posteriors are too wide or too narrow (WidthCalibration).
+	ByWidth []WidthCalibration `json:"by_width,omitempty"`
 	// U are the SBC values (for plots).
 	U []float64 `json:"-"`
 }
@@ -136,7 +140,7 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 	perTrial := make([][]float64, len(r.obs))
 	byDim := make([][]float64, len(r.active[0]))
 	act := make([][][]float64, 0, len(r.obs))
-	var u []float64
+	var u, sd []float64
 	col := make([]float64, S)
 	for i, s := range r.sims {
 		idx := activeIdx(r.active[i])
@@ -150,6 +154,7 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			pit := PIT(s.Theta[j], col)
 			perTrial[i] = append(perTrial[i], pit)
 			byDim[j] = append(byDim[j], pit)
+			sd = append(sd, sampleSD(col))
 		}
 		u = append(u, perTrial[i]...)
 		vs := make([][]float64, S)
@@ -179,7 +184,32 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 	in := rep.Param.CE.Value <= dep.Upper
 	rep.Param.DependentBand, rep.Param.InsideDependent = &dep, &in
 	rep.Param.ByDimension, err = r.dimCalibration(r.f.Layout().LatentNames(r.f.Components()), byDim, S)
+	if err != nil {
+		return nil, err
+	}
+	rep.Param.ByWidth, err = widthCalibration(u, sd, S,
+		func(n int) (float64, error) {
+			b, err := UniformCEBand(n, S, r.cfg.BandReps, r.cfg.Level, streamSeed(r.seed(streamWidth), uint64(n)))
+			return b.Upper, err
+		},
+		func(b, n int, stat func(idx []int) float64) float64 {
+			return Bootstrap(n, r.cfg.BootReps, streamSeed(r.seed(streamWidth), 1<<32+uint64(b)), stat)
+		})
 	return ts, err
+}
+
+// sampleSD is the standard deviation of x (divisor len(x) − 1).
+func sampleSD(x []float64) float64 {
+	m := 0.0
+	for _, v := range x {
+		m += v
+	}
+	m /= float64(len(x))
+	ss := 0.0
+	for _, v := range x {
+		ss += (v - m) * (v - m)
+	}
+	return math.Sqrt(ss / float64(len(x)-1))
 }
 
 // dimCalibration returns the calibration of every latent dimension that
