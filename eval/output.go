@@ -49,6 +49,7 @@ func (rep *Report) Rows() []Row {
 		val("param_sbc_dim_ce", d.CE, s)
 		add("param_sbc_dim_ce_band_upper", d.BandUpper, s)
 		add("param_sbc_dim_values", float64(d.Values), s)
+		val("param_sbc_dim_mean_pit", d.MeanPIT, s)
 	}
 	for _, w := range rep.Param.ByWidth {
 		hi := "inf"
@@ -61,6 +62,7 @@ func (rep *Report) Rows() []Row {
 		add("param_sbc_width_values", float64(w.Values), s)
 		val("param_sbc_width_central_half", w.Central, s)
 		add("param_sbc_width_central_half_expected", w.CentralExpected, s)
+		val("param_sbc_width_mean_pit", w.MeanPIT, s)
 	}
 	if k := rep.KSD; k != nil {
 		val("ksd", k.KSD, set)

@@ -54,6 +54,10 @@ type DimCalibration struct {
 	// Values independent PIT values (UniformCEBand).
 	BandUpper float64 `json:"band_upper"`
 	Inside    bool    `json:"inside_band"`
+	// MeanPIT is the mean PIT value with its SE under calibration (1/2
+	// for a perfect posterior): above, the posteriors lie too low; below,
+	// too high (WidthCalibration.MeanPIT).
+	MeanPIT Value `json:"mean_pit"`
 }
 
 func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
@@ -237,7 +241,7 @@ func (r *run) dimCalibration(names []string, byDim [][]float64, S int) ([]DimCal
 			return CalibrationError(pick(u, idx))
 		})
 		out = append(out, DimCalibration{Index: j, Name: names[j], Values: len(u),
-			CE: Value{ce, se}, BandUpper: up, Inside: ce <= up})
+			CE: Value{ce, se}, BandUpper: up, Inside: ce <= up, MeanPIT: meanPIT(u, S)})
 	}
 	return out, nil
 }
@@ -264,7 +268,7 @@ func DimSummary(dims []DimCalibration, level float64, worst int) string {
 		if i > 0 {
 			sep = ", "
 		}
-		fmt.Fprintf(&b, "%s%s %.4f (band ≤ %.4f, %d values)", sep, d.Name, d.CE.Value, d.BandUpper, d.Values)
+		fmt.Fprintf(&b, "%s%s %.4f (band ≤ %.4f, %d values, mean PIT %.3f ± %.3f)", sep, d.Name, d.CE.Value, d.BandUpper, d.Values, d.MeanPIT.Value, d.MeanPIT.SE)
 	}
 	return b.String()
 }

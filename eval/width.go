@@ -30,9 +30,45 @@ type WidthCalibration struct {
 	// half), below it too narrow.
 	Central         Value   `json:"central_half"`
 	CentralExpected float64 `json:"central_half_expected"`
-	// Verdict is "too wide" or "too narrow" when Central differs from
-	// CentralExpected by more than two SEs, else "".
+	// MeanPIT is the mean PIT value with its SE under calibration (a
+	// perfect posterior's is 1/2 exactly): above 1/2 the truth sits high
+	// in the posteriors, which lie too low; below, too high.
+	MeanPIT Value `json:"mean_pit"`
+	// Verdict names the departures larger than two SEs: "too wide" or
+	// "too narrow" (Central), "too low" or "too high" (MeanPIT), comma
+	// separated; "" when there are none.
 	Verdict string `json:"verdict,omitempty"`
+}
+
+// meanPIT returns the mean of PIT values u among S samples and its SE for a
+// perfectly calibrated posterior: the levels (r − 0.5)/(S+1), r = 1…S+1,
+// are uniform with mean 1/2 and variance ((S+1)² − 1)/(12(S+1)²).
+func meanPIT(u []float64, S int) Value {
+	m := 0.0
+	for _, x := range u {
+		m += x
+	}
+	l := float64(S + 1)
+	return Value{m / float64(len(u)), math.Sqrt((l*l - 1) / (12 * l * l) / float64(len(u)))}
+}
+
+// verdict names the departures of a set of PIT values from calibration
+// that exceed two SEs (see WidthCalibration.Verdict).
+func verdict(central Value, centralExpected float64, mean Value) string {
+	var v []string
+	switch {
+	case central.Value > centralExpected+2*central.SE:
+		v = append(v, "too wide")
+	case central.Value < centralExpected-2*central.SE:
+		v = append(v, "too narrow")
+	}
+	switch {
+	case mean.Value > 0.5+2*mean.SE:
+		v = append(v, "too low")
+	case mean.Value < 0.5-2*mean.SE:
+		v = append(v, "too high")
+	}
+	return strings.Join(v, ", ")
 }
 
 // widthEdges are the bin edges of posterior SD (latent units, a fraction
@@ -89,16 +125,11 @@ func widthCalibration(u, sd []float64, S int, band func(n int) (float64, error),
 		c := float64(in) / float64(len(v))
 		cse := math.Sqrt(exp * (1 - exp) / float64(len(v)))
 		w := WidthCalibration{SDLo: lo, Values: len(v), CE: Value{ce, se}, BandUpper: up, Inside: ce <= up,
-			Central: Value{c, cse}, CentralExpected: exp}
+			Central: Value{c, cse}, CentralExpected: exp, MeanPIT: meanPIT(v, S)}
 		if !math.IsInf(hi, 1) {
 			w.SDHi = &hi
 		}
-		switch {
-		case c > exp+2*cse:
-			w.Verdict = "too wide"
-		case c < exp-2*cse:
-			w.Verdict = "too narrow"
-		}
+		w.Verdict = verdict(w.Central, exp, w.MeanPIT)
 		out = append(out, w)
 	}
 	return out, nil
@@ -128,8 +159,8 @@ func WidthSummary(ws []WidthCalibration) string {
 		if w.Verdict != "" {
 			v = ", " + w.Verdict
 		}
-		parts[i] = fmt.Sprintf("%s: %d values, CE %.4f (band ≤ %.4f, %s), central half %.3f ± %.3f (%.3f expected%s)",
-			w.Label(), w.Values, w.CE.Value, w.BandUpper, in, w.Central.Value, w.Central.SE, w.CentralExpected, v)
+		parts[i] = fmt.Sprintf("%s: %d values, CE %.4f (band ≤ %.4f, %s), central half %.3f ± %.3f (%.3f expected), mean PIT %.3f ± %.3f%s",
+			w.Label(), w.Values, w.CE.Value, w.BandUpper, in, w.Central.Value, w.Central.SE, w.CentralExpected, w.MeanPIT.Value, w.MeanPIT.SE, v)
 	}
 	return strings.Join(parts, "; ")
 }

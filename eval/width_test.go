@@ -27,18 +27,22 @@ func TestCentralExpected(t *testing.T) {
 // called too wide (its central-half fraction is 2Φ(0.674·1.5) − 1 ≈ 0.69
 // against 0.5, eight binomial SEs away at 600 values), the broad bin inside
 // and without a verdict; narrowing the draws instead (0.6 times) must give
-// "too narrow".
+// "too narrow", and moving them by half an SD "too low" or "too high".
 func TestWidthCalibration(t *testing.T) {
 	const S, n = 50, 600
-	run := func(scale float64) []WidthCalibration {
+	run := func(scale, shift float64) []WidthCalibration {
 		r := rand.New(rand.NewPCG(7, 7))
 		var u, sd []float64
 		col := make([]float64, S)
 		for _, g := range []struct{ w, k float64 }{{0.01, scale}, {0.5, 1}} {
+			shift := shift
+			if g.w > 0.1 {
+				shift = 0 // only the sharp posteriors move
+			}
 			for range n {
 				truth := g.w * r.NormFloat64() // posterior N(0, w²), truth drawn from it
 				for i := range col {
-					col[i] = g.k * g.w * r.NormFloat64()
+					col[i] = g.k*g.w*r.NormFloat64() - shift*g.w
 				}
 				u = append(u, PIT(truth, col))
 				sd = append(sd, sampleSD(col))
@@ -55,7 +59,7 @@ func TestWidthCalibration(t *testing.T) {
 		}
 		return ws
 	}
-	ws := run(1.5)
+	ws := run(1.5, 0)
 	if len(ws) != 2 {
 		t.Fatalf("%d bins, want 2 (sharp SDs near 0.015, broad near 0.5): %+v", len(ws), ws)
 	}
@@ -72,10 +76,38 @@ func TestWidthCalibration(t *testing.T) {
 	if s := WidthSummary(ws); !strings.Contains(s, "too wide") || !strings.Contains(s, "sd ≥ 0.3") {
 		t.Errorf("summary %q", s)
 	}
-	if w := run(0.6)[0]; w.Verdict != "too narrow" || w.Inside {
+	if w := run(0.6, 0)[0]; w.Verdict != "too narrow" || w.Inside {
 		t.Errorf("over-narrow sharp posteriors: %+v", w)
+	}
+	// Draws of the right width but half an SD too low: the truth's PIT is
+	// Φ(z + 0.5), z ~ N(0, 1), with mean Φ(0.5/√2) ≈ 0.64, twelve SEs above
+	// 1/2 at 600 values (a shift also empties the middle half a little,
+	// to Φ(0.174) − Φ(−1.174) ≈ 0.45, so "too narrow" may come too).
+	if w := run(1, 0.5)[0]; !strings.Contains(w.Verdict, "too low") || w.MeanPIT.Value < 0.6 {
+		t.Errorf("sharp posteriors shifted low: %+v", w)
+	}
+	if w := run(1, -0.5)[0]; !strings.Contains(w.Verdict, "too high") || w.MeanPIT.Value > 0.4 {
+		t.Errorf("sharp posteriors shifted high: %+v", w)
+	}
+	if w := run(1, 0)[0]; w.Verdict != "" {
+		t.Errorf("exact sharp posteriors: %+v", w)
 	}
 	if _, err := widthCalibration([]float64{0.5}, nil, S, nil, nil); err == nil {
 		t.Error("mismatched lengths accepted")
+	}
+}
+
+// TestMeanPIT: the S + 1 PIT levels have mean 1/2 and variance
+// ((S+1)² − 1)/(12(S+1)²), checked against the levels themselves.
+func TestMeanPIT(t *testing.T) {
+	const S = 3
+	u := []float64{1.0 / 8, 3.0 / 8, 5.0 / 8, 7.0 / 8}
+	v := 0.0
+	for _, x := range u {
+		v += (x - 0.5) * (x - 0.5) / 4
+	}
+	m := meanPIT(u, S)
+	if math.Abs(m.Value-0.5) > 1e-15 || math.Abs(m.SE-math.Sqrt(v/4)) > 1e-15 {
+		t.Errorf("meanPIT = %+v, want 0.5 ± %v", m, math.Sqrt(v/4))
 	}
 }
