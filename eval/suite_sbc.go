@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prismsbi/prism/posterior"
+	"gonum.org/v1/gonum/stat"
 )
 
 // Calibration is the SBC result for masks or parameters.
@@ -158,7 +159,7 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			pit := PIT(s.Theta[j], col)
 			perTrial[i] = append(perTrial[i], pit)
 			byDim[j] = append(byDim[j], pit)
-			sd = append(sd, sampleSD(col))
+			sd = append(sd, stat.StdDev(col, nil))
 		}
 		u = append(u, perTrial[i]...)
 		vs := make([][]float64, S)
@@ -200,20 +201,6 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			return Bootstrap(n, r.cfg.BootReps, streamSeed(r.seed(streamWidth), 1<<32+uint64(b)), stat)
 		})
 	return ts, err
-}
-
-// sampleSD is the standard deviation of x (divisor len(x) − 1).
-func sampleSD(x []float64) float64 {
-	m := 0.0
-	for _, v := range x {
-		m += v
-	}
-	m /= float64(len(x))
-	ss := 0.0
-	for _, v := range x {
-		ss += (v - m) * (v - m)
-	}
-	return math.Sqrt(ss / float64(len(x)-1))
 }
 
 // dimCalibration returns the calibration of every latent dimension that

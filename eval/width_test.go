@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 // TestCentralExpected: with S samples the PIT levels are (r − 0.5)/(S+1);
@@ -45,7 +47,7 @@ func TestWidthCalibration(t *testing.T) {
 					col[i] = g.k*g.w*r.NormFloat64() - shift*g.w
 				}
 				u = append(u, PIT(truth, col))
-				sd = append(sd, sampleSD(col))
+				sd = append(sd, stat.StdDev(col, nil))
 			}
 		}
 		band := func(m int) (float64, error) {
