@@ -38,7 +38,8 @@ type Calibration struct {
 	ByDimension []DimCalibration `json:"by_dimension,omitempty"`
 	// ByWidth (parameters only) bins the PIT values by the SD of the
 	// posterior draws they were ranked in and says, bin by bin, whether
-	// the posteriors are too wide or too narrow (WidthCalibration).
+	// the posteriors are too wide or too narrow and whether they lie too
+	// low or too high (WidthCalibration).
 	ByWidth []WidthCalibration `json:"by_width,omitempty"`
 	// U are the SBC values (for plots).
 	U []float64 `json:"-"`
@@ -197,8 +198,8 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 			b, err := UniformCEBand(n, S, r.cfg.BandReps, r.cfg.Level, streamSeed(r.seed(streamWidth), uint64(n)))
 			return b.Upper, err
 		},
-		func(b, n int, stat func(idx []int) float64) float64 {
-			return Bootstrap(n, r.cfg.BootReps, streamSeed(r.seed(streamWidth), 1<<32+uint64(b)), stat)
+		func(b, n int, statistic func(idx []int) float64) float64 {
+			return Bootstrap(n, r.cfg.BootReps, streamSeed(r.seed(streamWidth), 1<<32+uint64(b)), statistic)
 		})
 	return ts, err
 }
