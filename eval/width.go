@@ -44,13 +44,13 @@ type WidthCalibration struct {
 // perfectly calibrated posterior: the levels (r − 0.5)/(S+1), r = 1…S+1,
 // are uniform with mean 1/2 and variance ((S+1)² − 1)/(12(S+1)²).
 func meanPIT(u []float64, S int) Value {
-	m := 0.0
-	for _, x := range u {
-		m += x
-	}
 	l := float64(S + 1)
-	return Value{m / float64(len(u)), math.Sqrt((l*l - 1) / (12 * l * l) / float64(len(u)))}
+	return Value{mean(u), math.Sqrt((l*l - 1) / (12 * l * l) / float64(len(u)))}
 }
+
+// inCentralHalf reports whether a PIT value lies in (1/4, 3/4), the middle
+// half of the posterior that the width test counts.
+func inCentralHalf(u float64) bool { return u > 0.25 && u < 0.75 }
 
 // verdict names the departures of a set of PIT values from calibration
 // that exceed two SEs (see WidthCalibration.Verdict).
@@ -82,7 +82,7 @@ var widthEdges = []float64{0, 0.03, 0.1, 0.3, math.Inf(1)}
 func centralExpected(S int) float64 {
 	in := 0
 	for r := 1; r <= S+1; r++ {
-		if u := (float64(r) - 0.5) / float64(S+1); u > 0.25 && u < 0.75 {
+		if inCentralHalf((float64(r) - 0.5) / float64(S+1)) {
 			in++
 		}
 	}
@@ -118,7 +118,7 @@ func widthCalibration(u, sd []float64, S int, band func(n int) (float64, error),
 		se := boot(b, len(v), func(idx []int) float64 { return CalibrationError(pick(v, idx)) })
 		in := 0
 		for _, x := range v {
-			if x > 0.25 && x < 0.75 {
+			if inCentralHalf(x) {
 				in++
 			}
 		}
@@ -147,7 +147,8 @@ func (w WidthCalibration) Label() string {
 }
 
 // WidthSummary says in one line, per bin of posterior SD, the CE against
-// its band and the central-half fraction against a perfect posterior's.
+// its band, the central-half fraction against a perfect posterior's, the
+// mean PIT and the verdict.
 func WidthSummary(ws []WidthCalibration) string {
 	parts := make([]string, len(ws))
 	for i, w := range ws {

@@ -142,9 +142,11 @@ func writeCalibrationECDF(w io.Writer, series []Series, o CalibrationOptions) er
 	ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	p.Add(ref)
 	for si, v := range vals {
-		xy := ecdfSteps(v, diag)
+		var xy plotter.XYs
 		if o.Levels > 0 {
 			xy = ecdfAtBoundaries(v, o.Levels, diag)
+		} else {
+			xy = ecdfSteps(v, diag)
 		}
 		l, err := plotter.NewLine(xy)
 		if err != nil {
