@@ -42,8 +42,13 @@ func PIT(truth float64, samples []float64) float64 {
 			r++
 		}
 	}
-	return (float64(r) - 0.5) / float64(len(samples)+1)
+	return pitLevel(r, len(samples)+1)
 }
+
+// pitLevel returns the discrete PIT value of rank r (1…L) among L equally
+// likely levels, the midpoint (r − 0.5)/L of the rank's interval: L = S + 1
+// for a truth ranked among S posterior samples.
+func pitLevel(r, L int) float64 { return (float64(r) - 0.5) / float64(L) }
 
 // CalibrationError returns CE = (1/|G|) Σ_{g∈G} |F̂(g) − g| on the uniform
 // grid G of GridPoints vertices 0, 1/99, …, 1, where F̂ is the empirical CDF
@@ -105,7 +110,7 @@ func UniformCEBand(n, ranks, reps int, level float64, seed uint64) (Band, error)
 			if ranks == 0 {
 				u[i] = r.Float64()
 			} else {
-				u[i] = (float64(1+r.IntN(ranks+1)) - 0.5) / float64(ranks+1)
+				u[i] = pitLevel(1+r.IntN(ranks+1), ranks+1)
 			}
 		}
 	}), nil
@@ -152,7 +157,7 @@ func SelfConsistentCEBand(samples [][][]float64, reps int, level float64, seed u
 						rank++
 					}
 				}
-				u[k] = (float64(rank) - 0.5) / float64(len(st))
+				u[k] = pitLevel(rank, len(st))
 				k++
 			}
 		}

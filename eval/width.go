@@ -82,7 +82,7 @@ var widthEdges = []float64{0, 0.03, 0.1, 0.3, math.Inf(1)}
 func centralExpected(S int) float64 {
 	in := 0
 	for r := 1; r <= S+1; r++ {
-		if inCentralHalf((float64(r) - 0.5) / float64(S+1)) {
+		if inCentralHalf(pitLevel(r, S+1)) {
 			in++
 		}
 	}
