@@ -250,7 +250,17 @@ func Describe(name string, data []byte) (Info, error) {
 		}
 		return " --lr-schedule constant"
 	}
+	// The seed and the data-parallel split are named when they are not
+	// the configs' own (every file in configs/ holds seed 0 and no
+	// replicas): a different seed draws other data, and replicas change
+	// the sums' rounding, so either changes the weights.
 	first := fmt.Sprintf("prism train --config configs/%s.yaml", name)
+	if h.cfg.Seed != 0 {
+		first += fmt.Sprintf(" --seed %d", h.cfg.Seed)
+	}
+	if h.cfg.Replicas > 1 {
+		first += fmt.Sprintf(" --replicas %d", h.cfg.Replicas)
+	}
 	if spans := h.cfg.Optimizer.EarlierSchedules; len(spans) > 0 {
 		first += fmt.Sprintf(" --steps %d%s%s --out runs/%s", spans[0].Until, lr(spans[0].Schedule), initFrom, name)
 		for i := 1; i < len(spans); i++ {

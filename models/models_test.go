@@ -69,7 +69,7 @@ func TestInfo(t *testing.T) {
 			t.Errorf("%s: step %d: the shipped weights must come from a trained run", name, info.Step)
 		}
 		cfg := "--config configs/" + name + ".yaml "
-		if !strings.HasPrefix(info.Train, "prism train "+cfg) || !strings.Contains(info.Reproduce, cfg+"--steps ") {
+		if !strings.HasPrefix(info.Train, "prism train "+cfg) || !strings.Contains(info.Reproduce, cfg) || !strings.Contains(info.Reproduce, " --steps ") {
 			t.Errorf("%s: commands %q, %q", name, info.Train, info.Reproduce)
 		}
 		// b3s-brain is a warm start from the shipped b3s run; its commands
@@ -248,6 +248,8 @@ func TestDescribeCommands(t *testing.T) {
 	cfg["steps"], cfg["minutes"] = 5000, 0
 	delete(cfg["optimizer"].(map[string]any), "schedule")
 	delete(cfg, "init_from")
+	cfg["seed"] = 0
+	delete(cfg, "replicas")
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +280,7 @@ func TestDescribeCommands(t *testing.T) {
 		{"until": 1100, "schedule": map[string]any{}},
 	}
 	cfg["init_from"] = "/somewhere/models/symbolic-k15.safetensors"
+	cfg["seed"], cfg["replicas"] = 23, 2 // not the config file's: named on the first invocation
 	if js, err = json.Marshal(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +292,7 @@ func TestDescribeCommands(t *testing.T) {
 	if info, err = Describe("symbolic-k15", b.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	chain := "prism train --config configs/symbolic-k15.yaml --steps 1000 --lr-schedule cosine:0:1000:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15" +
+	chain := "prism train --config configs/symbolic-k15.yaml --seed 23 --replicas 2 --steps 1000 --lr-schedule cosine:0:1000:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15" +
 		" && prism train --resume runs/symbolic-k15 --steps 1100 --lr-schedule constant && prism train --resume runs/symbolic-k15"
 	if want := chain + " --steps 1234 --lr-schedule cosine:1100:134:0.05"; info.Reproduce != want {
 		t.Errorf("reproduce\n%s\nwant\n%s", info.Reproduce, want)
@@ -323,6 +326,11 @@ func TestConfigFileMatches(t *testing.T) {
 		// (weights older than a section carry zeros there).
 		if !network.SameFor(f, got.Network, want.Network) {
 			t.Errorf("%s: network %+v, configs/%s.yaml has %+v", name, got.Network, name, want.Network)
+		}
+		// Describe names a seed other than 0 and replicas on the command
+		// line, so the files must hold seed 0 and no replicas.
+		if file.Seed != 0 || file.Replicas > 1 {
+			t.Errorf("configs/%s.yaml: seed %d, replicas %d; the reproduce command assumes 0 and none", name, file.Seed, file.Replicas)
 		}
 		got.Optimizer.Schedule, want.Optimizer.Schedule = train.Schedule{}, train.Schedule{}
 		got.Optimizer.EarlierSchedules = nil
