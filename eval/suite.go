@@ -196,7 +196,11 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	}
 	r.progress("parameter SBC: CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)", rep.Param.CE.Value, rep.Param.Band.Upper, rep.Param.DependentBand.Upper)
 	r.progress("parameter SBC by dimension: %s", DimSummary(rep.Param.ByDimension, cfg.Level, 3))
-	r.progress("parameter SBC by posterior width: %s", WidthSummary(rep.Param.ByWidth))
+	if cfg.ThetaSamples < MinWidthSamples {
+		r.progress("parameter SBC by posterior width skipped: %d draws per observation, binning by their SD needs ≥ %d", cfg.ThetaSamples, MinWidthSamples)
+	} else {
+		r.progress("parameter SBC by posterior width: %s", WidthSummary(rep.Param.ByWidth))
+	}
 	lik := family.HasLikelihood(f)
 	if !lik {
 		r.progress("KSD, importance sampling and predictive checks skipped: %s has no likelihood (an external simulator)", f.Name())

@@ -113,3 +113,46 @@ func TestMeanPIT(t *testing.T) {
 		t.Errorf("meanPIT = %+v, want 0.5 ± %v", m, math.Sqrt(v/4))
 	}
 }
+
+// TestWidthSelectionBias: exact Gaussian posteriors whose SDs spread
+// log-uniformly over 0.005–2, so that many sit near a bin edge. Binning by
+// the SD of the draws the truth is ranked among selects draws-sets whose
+// SD came out small into sharper bins; at S = MinWidthSamples that bias
+// must stay below what the bins can resolve. 20,000 trials put ≈ 3,700–
+// 6,300 values in each bin (binomial SE of the central-half fraction
+// ≤ 0.008); each bin must match the exact fraction within 3.5 SEs and get
+// no verdict. With fewer draws no bins are formed.
+func TestWidthSelectionBias(t *testing.T) {
+	const S, n = MinWidthSamples, 20000
+	r := rand.New(rand.NewPCG(11, 3))
+	u, sd := make([]float64, n), make([]float64, n)
+	col := make([]float64, S)
+	for i := range n {
+		w := math.Exp(math.Log(0.005) + r.Float64()*math.Log(2/0.005))
+		truth := w * r.NormFloat64()
+		for k := range col {
+			col[k] = w * r.NormFloat64()
+		}
+		u[i], sd[i] = PIT(truth, col), stat.StdDev(col, nil)
+	}
+	band := func(m int) (float64, error) {
+		b, err := UniformCEBand(m, S, 200, 0.95, uint64(m))
+		return b.Upper, err
+	}
+	boot := func(b, m int, stat func([]int) float64) float64 { return Bootstrap(m, 50, uint64(b), stat) }
+	ws, err := widthCalibration(u, sd, S, band, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 4 {
+		t.Fatalf("%d bins, want 4", len(ws))
+	}
+	for _, w := range ws {
+		if math.Abs(w.Central.Value-w.CentralExpected) > 3.5*w.Central.SE || w.Verdict != "" {
+			t.Errorf("%s: central half %.4f ± %.4f against %.4f, verdict %q", w.Label(), w.Central.Value, w.Central.SE, w.CentralExpected, w.Verdict)
+		}
+	}
+	if ws, err := widthCalibration(u, sd, S-1, band, boot); ws != nil || err != nil {
+		t.Errorf("S = %d: %d bins, err %v; want none", S-1, len(ws), err)
+	}
+}

@@ -15,7 +15,7 @@ import (
 func TestEvalCommand(t *testing.T) {
 	args := func(out string) []string {
 		return []string{"eval", "--checkpoint", testNet, "--n", "24", "--seed", "5", "--out", out,
-			"--mask-samples", "32", "--theta-samples", "8", "--ksd-obs", "3", "--is-obs", "3",
+			"--mask-samples", "32", "--theta-samples", "20", "--ksd-obs", "3", "--is-obs", "3",
 			"--is-samples", "8", "--subset", "2", "--pred-obs", "3", "--steps", "6", "--class-models", "10"}
 	}
 	dir := filepath.Join(t.TempDir(), "out")
@@ -47,7 +47,8 @@ func TestEvalCommand(t *testing.T) {
 			Band   struct{ Upper float64 }
 		} `json:"mask_sbc"`
 		Param struct {
-			Values int
+			Values  int
+			ByWidth []struct{ Values int } `json:"by_width"`
 		} `json:"param_sbc"`
 		Exact    *struct{ Models int } `json:"exact"`
 		Evidence *struct {
@@ -65,6 +66,15 @@ func TestEvalCommand(t *testing.T) {
 	if rep.Family != "lingauss-k6" || rep.N != 24 || rep.Lambda != "random" || rep.Mask.Values != 24 ||
 		rep.Mask.CE.Value == nil || rep.Mask.CE.SE == nil || !(rep.Mask.Band.Upper > 0) || rep.Param.Values < 1 {
 		t.Errorf("report header/SBC: %s", raw[:min(len(raw), 600)])
+	}
+	// 20 draws per observation (eval.MinWidthSamples) are enough to bin
+	// the PIT values by posterior width; every value lands in one bin.
+	inBins := 0
+	for _, w := range rep.Param.ByWidth {
+		inBins += w.Values
+	}
+	if inBins != rep.Param.Values || !strings.Contains(errs, "by posterior width: sd") {
+		t.Errorf("by_width holds %d of %d PIT values (%d bins); progress: %s", inBins, rep.Param.Values, len(rep.Param.ByWidth), errs)
 	}
 	if rep.Exact == nil || rep.Exact.Models != 64 {
 		t.Errorf("exact comparison missing or wrong model count: %+v", rep.Exact)
