@@ -64,3 +64,31 @@ func TestCPUMinutesStopsRun(t *testing.T) {
 		t.Error("cpu_minutes -1 accepted")
 	}
 }
+
+// TestOverridesCPUMinutes: a CPU budget bounds one invocation. A resume
+// that names a new length (--steps or --minutes) without --cpu-minutes
+// drops the stored budget (a run first trained under --cpu-minutes 20
+// and resumed with --steps 400000 used to stop after another 20 CPU
+// minutes); one that names no length keeps it, and --cpu-minutes given
+// with a length sets both.
+func TestOverridesCPUMinutes(t *testing.T) {
+	stored := Config{CPUMinutes: 20, Steps: 0}
+	cases := []struct {
+		o                 Overrides
+		steps, cpuMinutes float64
+		minutes           float64
+	}{
+		{Overrides{Steps: 400000}, 400000, 0, 0},
+		{Overrides{Minutes: 60}, 0, 0, 60},
+		{Overrides{}, 0, 20, 0},
+		{Overrides{Steps: 400000, CPUMinutes: 5}, 400000, 5, 0},
+		{Overrides{CPUMinutes: 5}, 0, 5, 0},
+	}
+	for _, c := range cases {
+		got := stored
+		c.o.Apply(&got)
+		if float64(got.Steps) != c.steps || got.CPUMinutes != c.cpuMinutes || got.Minutes != c.minutes {
+			t.Errorf("%+v: steps %d, minutes %v, cpu_minutes %v; want %v, %v, %v", c.o, got.Steps, got.Minutes, got.CPUMinutes, c.steps, c.minutes, c.cpuMinutes)
+		}
+	}
+}

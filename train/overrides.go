@@ -21,7 +21,10 @@ type Overrides struct {
 	// Minutes wins when both are set.
 	Minutes float64
 	Steps   int
-	// CPUMinutes replaces the CPU-time limit.
+	// CPUMinutes replaces the CPU-time limit. The limit bounds one
+	// invocation, so a new length (Minutes or Steps) without it clears
+	// the one stored with a checkpoint: a run first trained under
+	// --cpu-minutes and resumed with --steps trains to those steps.
 	CPUMinutes float64
 }
 
@@ -41,9 +44,9 @@ func (o Overrides) Apply(c *Config) {
 	}
 	switch {
 	case o.Minutes > 0:
-		c.Minutes, c.Steps = o.Minutes, 0
+		c.Minutes, c.Steps, c.CPUMinutes = o.Minutes, 0, 0
 	case o.Steps > 0:
-		c.Steps, c.Minutes = o.Steps, 0
+		c.Steps, c.Minutes, c.CPUMinutes = o.Steps, 0, 0
 	}
 	if o.CPUMinutes > 0 {
 		c.CPUMinutes = o.CPUMinutes
