@@ -50,16 +50,7 @@ func TestWidthCalibration(t *testing.T) {
 				sd = append(sd, stat.StdDev(col, nil))
 			}
 		}
-		band := func(m int) (float64, error) {
-			b, err := UniformCEBand(m, S, 400, 0.95, uint64(m))
-			return b.Upper, err
-		}
-		boot := func(b, m int, stat func([]int) float64) float64 { return Bootstrap(m, 100, uint64(b), stat) }
-		ws, err := widthCalibration(u, sd, S, band, boot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ws
+		return testWidthCalibration(t, u, sd, S, 400)
 	}
 	ws := run(1.5, 0)
 	if len(ws) != 2 {
@@ -135,15 +126,7 @@ func TestWidthSelectionBias(t *testing.T) {
 		}
 		u[i], sd[i] = PIT(truth, col), stat.StdDev(col, nil)
 	}
-	band := func(m int) (float64, error) {
-		b, err := UniformCEBand(m, S, 200, 0.95, uint64(m))
-		return b.Upper, err
-	}
-	boot := func(b, m int, stat func([]int) float64) float64 { return Bootstrap(m, 50, uint64(b), stat) }
-	ws, err := widthCalibration(u, sd, S, band, boot)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := testWidthCalibration(t, u, sd, S, 200)
 	if len(ws) != 4 {
 		t.Fatalf("%d bins, want 4", len(ws))
 	}
@@ -152,7 +135,24 @@ func TestWidthSelectionBias(t *testing.T) {
 			t.Errorf("%s: central half %.4f ± %.4f against %.4f, verdict %q", w.Label(), w.Central.Value, w.Central.SE, w.CentralExpected, w.Verdict)
 		}
 	}
-	if ws, err := widthCalibration(u, sd, S-1, band, boot); ws != nil || err != nil {
-		t.Errorf("S = %d: %d bins, err %v; want none", S-1, len(ws), err)
+	if ws := testWidthCalibration(t, u, sd, S-1, 200); ws != nil {
+		t.Errorf("S = %d: %d bins; want none", S-1, len(ws))
 	}
+}
+
+// testWidthCalibration runs widthCalibration with bands of reps
+// replicates at level 0.95 and bootstraps of reps/4 resamples, each seeded
+// by its size or bin.
+func testWidthCalibration(t *testing.T, u, sd []float64, S, reps int) []WidthCalibration {
+	t.Helper()
+	band := func(m int) (float64, error) {
+		b, err := UniformCEBand(m, S, reps, 0.95, uint64(m))
+		return b.Upper, err
+	}
+	boot := func(b, m int, stat func([]int) float64) float64 { return Bootstrap(m, reps/4, uint64(b), stat) }
+	ws, err := widthCalibration(u, sd, S, band, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
 }
