@@ -74,20 +74,20 @@ func TestCPUMinutesStopsRun(t *testing.T) {
 func TestOverridesCPUMinutes(t *testing.T) {
 	stored := Config{CPUMinutes: 20, Steps: 0}
 	cases := []struct {
-		o                 Overrides
-		steps, cpuMinutes float64
-		minutes           float64
+		o                   Overrides
+		steps               int
+		minutes, cpuMinutes float64
 	}{
 		{Overrides{Steps: 400000}, 400000, 0, 0},
-		{Overrides{Minutes: 60}, 0, 0, 60},
-		{Overrides{}, 0, 20, 0},
-		{Overrides{Steps: 400000, CPUMinutes: 5}, 400000, 5, 0},
-		{Overrides{CPUMinutes: 5}, 0, 5, 0},
+		{Overrides{Minutes: 60}, 0, 60, 0},
+		{Overrides{}, 0, 0, 20},
+		{Overrides{Steps: 400000, CPUMinutes: 5}, 400000, 0, 5},
+		{Overrides{CPUMinutes: 5}, 0, 0, 5},
 	}
 	for _, c := range cases {
 		got := stored
 		c.o.Apply(&got)
-		if float64(got.Steps) != c.steps || got.CPUMinutes != c.cpuMinutes || got.Minutes != c.minutes {
+		if got.Steps != c.steps || got.Minutes != c.minutes || got.CPUMinutes != c.cpuMinutes {
 			t.Errorf("%+v: steps %d, minutes %v, cpu_minutes %v; want %v, %v, %v", c.o, got.Steps, got.Minutes, got.CPUMinutes, c.steps, c.minutes, c.cpuMinutes)
 		}
 	}
