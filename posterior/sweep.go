@@ -1,6 +1,7 @@
 package posterior
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -20,9 +21,10 @@ type Sweep struct {
 	// and the 5 %, 50 % and 95 % quantiles (the smallest count whose
 	// cumulative frequency reaches the level).
 	ActiveMean, ActiveQ05, ActiveMedian, ActiveQ95 []float64
-	// Shown are up to the requested number of models: the most probable
-	// at each λ, then the runners-up; ShownProb[k][l] is q(Shown[k] | x,
-	// Lambdas[l]).
+	// Shown are up to the requested number of models: of the three most
+	// frequent draws at every λ, those with the highest q(M | x, λ) at
+	// some λ, ordered by the λ at which each peaks (pickShown);
+	// ShownProb[k][l] is q(Shown[k] | x, Lambdas[l]).
 	Shown     [][]bool
 	ShownProb [][]float64
 }
@@ -49,38 +51,96 @@ func (p *Posterior) LambdaSweep(obs []Observation, lambdas []float64, masks, sho
 			s.ActiveQ05, s.ActiveMedian, s.ActiveQ95 = append(s.ActiveQ05, q05), append(s.ActiveMedian, med), append(s.ActiveQ95, q95)
 		}
 	}
-	lists := make([][][]bool, len(obs))
+	// Candidates: the three most frequent draws at every λ. All are scored
+	// exactly at every λ and the figure keeps those of highest peak
+	// probability, so a model that dominates only at one end of the grid is
+	// not crowded out by the runners-up of the other end.
+	cands := make([][][]bool, len(obs))
 	for i := range obs {
-		s := &out[i]
-		seen := map[string]bool{}
-		for rank := 0; rank < 3 && len(s.Shown) < shown; rank++ {
-			for l := range lambdas {
-				if rs := s.Ranked[l]; rank < len(rs) && len(s.Shown) < shown {
-					if key := family.MaskString(rs[rank].Mask); !seen[key] {
-						seen[key] = true
-						s.Shown = append(s.Shown, rs[rank].Mask)
-					}
-				}
-			}
-		}
-		lists[i] = s.Shown
-		s.ShownProb = make([][]float64, len(s.Shown))
-		for k := range s.ShownProb {
-			s.ShownProb[k] = make([]float64, len(lambdas))
+		cands[i] = sweepCandidates(out[i].Ranked)
+	}
+	prob := make([][][]float64, len(obs)) // [obs][candidate][λ]
+	for i := range obs {
+		prob[i] = make([][]float64, len(cands[i]))
+		for k := range prob[i] {
+			prob[i][k] = make([]float64, len(lambdas))
 		}
 	}
 	for l, lam := range lambdas {
-		lq, err := p.LogProbMasks(obs, lam, lists, opt)
+		lq, err := p.LogProbMasks(obs, lam, cands, opt)
 		if err != nil {
 			return nil, err
 		}
 		for i := range obs {
-			for k := range out[i].Shown {
-				out[i].ShownProb[k][l] = math.Exp(lq[i][k])
+			for k := range cands[i] {
+				prob[i][k][l] = math.Exp(lq[i][k])
 			}
 		}
 	}
+	for i := range obs {
+		for _, k := range pickShown(prob[i], shown) {
+			out[i].Shown = append(out[i].Shown, cands[i][k])
+			out[i].ShownProb = append(out[i].ShownProb, prob[i][k])
+		}
+	}
 	return out, nil
+}
+
+// sweepCandidates returns the distinct models among the three most
+// frequent draws at each λ of a sweep, in order of rank, then of λ.
+func sweepCandidates(ranked [][]Ranked) [][]bool {
+	var out [][]bool
+	seen := map[string]bool{}
+	for rank := range 3 {
+		for _, rs := range ranked {
+			if rank < len(rs) {
+				if key := family.MaskString(rs[rank].Mask); !seen[key] {
+					seen[key] = true
+					out = append(out, rs[rank].Mask)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pickShown returns the indices of the (at most) n candidates whose
+// probability prob[k][l] peaks highest over the λ grid, ordered by the
+// grid index of the peak (then by peak height, then by index) so that a
+// stacked figure of them reads from low to high λ.
+func pickShown(prob [][]float64, n int) []int {
+	type cand struct {
+		k, at int
+		peak  float64
+	}
+	cs := make([]cand, len(prob))
+	for k, p := range prob {
+		cs[k] = cand{k: k, at: -1, peak: math.Inf(-1)}
+		for l, v := range p {
+			if v > cs[k].peak {
+				cs[k].at, cs[k].peak = l, v
+			}
+		}
+	}
+	byPeak := func(a, b cand) int {
+		if c := cmp.Compare(b.peak, a.peak); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.k, b.k)
+	}
+	slices.SortStableFunc(cs, byPeak)
+	cs = cs[:min(n, len(cs))]
+	slices.SortStableFunc(cs, func(a, b cand) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return byPeak(a, b)
+	})
+	idx := make([]int, len(cs))
+	for i, c := range cs {
+		idx[i] = c.k
+	}
+	return idx
 }
 
 // activeSummary returns the mean and the 5 %, 50 % and 95 % quantiles of

@@ -49,3 +49,59 @@ func TestActiveSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepShownKeepsEachEndsWinner: the figure's models are chosen by
+// their peak probability over the grid, so a model that dominates only at
+// the last λ is kept even when the winners of the first λ values alone
+// would fill the list (the symbolic-k50 sweep of session 24 drew "other"
+// over a model holding 66 % at λ = 1).
+func TestSweepShownKeepsEachEndsWinner(t *testing.T) {
+	// Candidates 0–5 win λ index 0–5 with a small probability each;
+	// candidate 6 wins the last λ with 0.66; candidate 7 never wins.
+	prob := [][]float64{
+		{0.15, 0, 0, 0, 0, 0, 0},
+		{0, 0.02, 0, 0, 0, 0, 0},
+		{0, 0, 0.01, 0, 0, 0, 0},
+		{0, 0, 0, 0.03, 0, 0, 0},
+		{0, 0, 0, 0, 0.02, 0, 0},
+		{0, 0, 0, 0, 0, 0.05, 0},
+		{0, 0, 0, 0, 0, 0, 0.66},
+		{0.001, 0.001, 0, 0, 0, 0, 0},
+	}
+	got := pickShown(prob, 6)
+	// Dropped: candidate 2 (peak 0.01) and 7; the rest in order of the λ
+	// at which they peak.
+	if want := []int{0, 1, 3, 4, 5, 6}; !slices.Equal(got, want) {
+		t.Errorf("pickShown = %v, want %v", got, want)
+	}
+	if got := pickShown(prob[:2], 6); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("fewer candidates than asked: %v", got)
+	}
+	// Equal peaks are kept in the candidates' order: the third is dropped.
+	if got := pickShown([][]float64{{0, 0.2}, {0.2, 0.1}, {0.2, 0}}, 2); !slices.Equal(got, []int{1, 0}) {
+		t.Errorf("ties: %v, want [1 0] (both kept, ordered by where they peak)", got)
+	}
+}
+
+// TestSweepCandidates: the three most frequent draws of every λ, each
+// once, by rank and then by λ.
+func TestSweepCandidates(t *testing.T) {
+	m := func(s string) []bool {
+		b := make([]bool, len(s))
+		for i := range s {
+			b[i] = s[i] == '1'
+		}
+		return b
+	}
+	ranked := [][]Ranked{
+		{{Mask: m("100")}, {Mask: m("110")}, {Mask: m("111")}, {Mask: m("001")}},
+		{{Mask: m("010")}, {Mask: m("100")}},
+	}
+	var got []string
+	for _, c := range sweepCandidates(ranked) {
+		got = append(got, family.MaskString(c))
+	}
+	if want := []string{"100", "010", "110", "111"}; !slices.Equal(got, want) {
+		t.Errorf("candidates %v, want %v", got, want)
+	}
+}
