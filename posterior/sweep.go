@@ -104,7 +104,7 @@ func sweepCandidates(ranked [][]Ranked) [][]bool {
 	return out
 }
 
-// pickShown returns the indices of the (at most) n candidates whose
+// pickShown returns the indices of the (at most) n ≥ 0 candidates whose
 // probability prob[k][l] peaks highest over the λ grid, ordered by the
 // grid index of the peak (then by peak height, then by index) so that a
 // stacked figure of them reads from low to high λ.
@@ -129,7 +129,7 @@ func pickShown(prob [][]float64, n int) []int {
 		return cmp.Compare(a.k, b.k)
 	}
 	slices.SortStableFunc(cs, byPeak)
-	cs = cs[:min(n, len(cs))]
+	cs = cs[:max(0, min(n, len(cs)))]
 	slices.SortStableFunc(cs, func(a, b cand) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c

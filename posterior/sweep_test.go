@@ -77,6 +77,11 @@ func TestSweepShownKeepsEachEndsWinner(t *testing.T) {
 	if got := pickShown(prob[:2], 6); !slices.Equal(got, []int{0, 1}) {
 		t.Errorf("fewer candidates than asked: %v", got)
 	}
+	for _, n := range []int{0, -1} {
+		if got := pickShown(prob, n); len(got) != 0 {
+			t.Errorf("pickShown(prob, %d) = %v, want none", n, got)
+		}
+	}
 	// Equal peaks are kept in the candidates' order: the third is dropped.
 	if got := pickShown([][]float64{{0, 0.2}, {0.2, 0.1}, {0.2, 0}}, 2); !slices.Equal(got, []int{1, 0}) {
 		t.Errorf("ties: %v, want [1 0] (both kept, ordered by where they peak)", got)
