@@ -56,11 +56,9 @@ func (p *Posterior) LambdaSweep(obs []Observation, lambdas []float64, masks, sho
 	// probability, so a model that dominates only at one end of the grid is
 	// not crowded out by the runners-up of the other end.
 	cands := make([][][]bool, len(obs))
-	for i := range obs {
-		cands[i] = sweepCandidates(out[i].Ranked)
-	}
 	prob := make([][][]float64, len(obs)) // [obs][candidate][λ]
 	for i := range obs {
+		cands[i] = sweepCandidates(out[i].Ranked)
 		prob[i] = make([][]float64, len(cands[i]))
 		for k := range prob[i] {
 			prob[i][k] = make([]float64, len(lambdas))
