@@ -55,16 +55,6 @@ type Config struct {
 	// of λ (model decoder) and c_noise (parameter decoder) (reference: 64).
 	LambdaEmbed int `json:"lambda_embed"`
 	NoiseEmbed  int `json:"noise_embed"`
-	// ThetaFourier (a prism extension; 0: off, the reference's tokens) adds
-	// to each parameter token the features cos(2^k·v) and sin(2^k·v),
-	// k = 0 … ThetaFourier−1, of each of its preconditioned values
-	// v = c_in·θ_σ, through a per-token map initialised to zero. A network
-	// that sees θ_σ only through one linear map is biased towards functions
-	// that vary slowly with it, so its denoiser under-shrinks where the
-	// posterior is much narrower than the prior and draws too wide a
-	// posterior; octave features let the decoder resolve θ_σ at scales down
-	// to 2^−(ThetaFourier−1) (docs/training.md).
-	ThetaFourier int `json:"theta_fourier,omitempty"`
 	// Grid and Diffusion configure the observation encoders' input
 	// embeddings; the family's observation kind chooses which one a network
 	// uses (family.ObservationKindOf), the other is ignored.
@@ -223,8 +213,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: lambda_strata %d must be in [0, 64] and needs the autoregressive decoder (the categorical one has lambda_nodes)", c.LambdaStrata)
 	case c.LambdaEmbed <= 0 || c.NoiseEmbed <= 0:
 		return fmt.Errorf("network: lambda_embed %d and noise_embed %d must be positive", c.LambdaEmbed, c.NoiseEmbed)
-	case c.ThetaFourier < 0 || c.ThetaFourier > MaxThetaFourier:
-		return fmt.Errorf("network: theta_fourier %d must be in [0, %d]", c.ThetaFourier, MaxThetaFourier)
 	case !(c.LogSigmaStd >= 0) || !(c.SigmaMin > 0) || !(c.SigmaMax >= c.SigmaMin):
 		return fmt.Errorf("network: noise distribution (log σ ~ N(%v, %v²), σ ∈ [%v, %v]) invalid", c.LogSigmaMean, c.LogSigmaStd, c.SigmaMin, c.SigmaMax)
 	}
@@ -253,24 +241,4 @@ func SameFor(f family.Family, a, b Config) bool {
 		}
 	}
 	return a == b
-}
-
-// MaxThetaFourier bounds Config.ThetaFourier: 2^15 would resolve θ_σ
-// finer than float32 carries it.
-const MaxThetaFourier = 16
-
-// ThetaFourierParam names the per-token map of the θ Fourier features
-// (Config.ThetaFourier) in the parameter store and in weights files.
-const ThetaFourierParam = "tok.theta_fourier"
-
-// WarmStartsFrom reports whether the weights of a network configured src
-// can initialise one configured dst for family f: when SameFor holds, or
-// when dst only adds θ Fourier features to a src without them. The added
-// map (ThetaFourierParam) then starts at zero, so the warm-started network
-// computes src's function and learns to use the features.
-func WarmStartsFrom(f family.Family, src, dst Config) bool {
-	if src.ThetaFourier == 0 {
-		dst.ThetaFourier = 0
-	}
-	return SameFor(f, src, dst)
 }

@@ -76,10 +76,3 @@ func encodeSamples(t testing.TB, n *Net, g *engine.Graph, s []family.Sample) *en
 	}
 	return enc
 }
-
-// fourierConfig is tinyConfig with four θ Fourier features per value.
-func fourierConfig(f family.Family) Config {
-	c := tinyConfig(f)
-	c.ThetaFourier = 4
-	return c
-}

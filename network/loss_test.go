@@ -154,10 +154,6 @@ func TestLossGradient(t *testing.T) {
 		// over replicated rows).
 		{"lingauss-k6", categoricalNodes, []string{"enc.in.w", "tok.bit", "tok.mask.w", "mdec.ctx.w", "mdec.layer1.cross.wkv", "mdec.layer0.mlp.w1", "mdec.cat.w", "mdec.cat.b"}},
 		{"b3s", categoricalConfig, []string{"enc.fourier", "tok.id", "mdec.layer0.attn.wqkv", "mdec.cat.w"}},
-		// θ Fourier features: their per-token map, and the value encoders
-		// and decoder layers beside them.
-		{"symbolic-k15", fourierConfig, []string{"tok.theta_fourier", "tok.comp2.enc", "tok.comp3.dec.w", "pdec.layer0.mlp.w1", "pdec.layer1.attn.wqkv"}},
-		{"b3s", fourierConfig, []string{"tok.theta_fourier", "tok.frac.enc", "tok.shared.dec.w", "pdec.layer1.cross.wq"}},
 		// The autoregressive decoder with λ strata (J query sets per
 		// observation in the cross-attention).
 		{"lingauss-k6", strataConfig, []string{"enc.in.w", "tok.bit", "mdec.fourier", "mdec.layer0.cross.wkv", "mdec.layer1.attn.wo", "mdec.head.w"}},

@@ -13,7 +13,6 @@ package network
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 
@@ -81,9 +80,6 @@ type Net struct {
 	compEnc   []*engine.Tensor // per component with latents: [d_k, D]
 	compDec   []*engine.Tensor // [D, d_k], zero-initialised
 	compDecB  []*engine.Tensor // [d_k]
-	// θ Fourier features (Config.ThetaFourier > 0; nil otherwise)
-	thetaFourier *engine.Tensor // [T, dPad·2K, D] per-token map, zero-initialised
-	thetaFreq    []float32      // [K] projection P_k = 2^k/(2π) for engine.FourierFeatures (z = 2^k·v)
 
 	// decoders
 	mdec       decoder
@@ -212,16 +208,6 @@ func (n *Net) build(comps []family.Component) {
 		n.compEnc = append(n.compEnc, cs.New("enc", vs1, comp.Latent, d))
 		n.compDec = append(n.compDec, cs.New("dec.w", z, d, comp.Latent))
 		n.compDecB = append(n.compDecB, cs.New("dec.b", z, comp.Latent))
-	}
-
-	if k := c.ThetaFourier; k > 0 {
-		// Zero: a network built with the features computes at
-		// initialisation what one without them does (WarmStartsFrom).
-		n.thetaFourier = tok.New("theta_fourier", z, len(n.tokens), n.dPad*2*k, d)
-		n.thetaFreq = make([]float32, k)
-		for i := range n.thetaFreq {
-			n.thetaFreq[i] = float32(math.Ldexp(1, i) / (2 * math.Pi))
-		}
 	}
 
 	m := s.Scope("mdec")

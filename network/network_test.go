@@ -348,13 +348,8 @@ func TestTokenGatherRoundTrip(t *testing.T) {
 // over a different number of rows), so agreement to 2e-5 relative to the
 // output scale is required.
 func TestDenoiseMaskedMatchesDenoise(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  func(family.Family) Config
-	}{{"b3s", tinyConfig}, {"bszt", tinyConfig}, {"symbolic-k15", tinyConfig}, {"lingauss-k6", tinyConfig},
-		{"symbolic-k15", fourierConfig}, {"b3s", fourierConfig}} {
-		name := tc.name
-		n := newNet(t, name, tc.cfg, 5)
+	for _, name := range []string{"b3s", "bszt", "symbolic-k15", "lingauss-k6"} {
+		n := newNet(t, name, tinyConfig, 5)
 		perturbParams(n, 0.3, 6)
 		const nObs, r = 3, 6
 		s := simulate(n.fam, 9, 0, nObs)
@@ -506,63 +501,5 @@ func TestDenoiseMaskedChunks(t *testing.T) {
 				a0 = a1
 			}
 		}
-	}
-}
-
-// TestThetaFourierStartsAsWithout checks the θ Fourier features
-// (Config.ThetaFourier): a network with them, given the weights of one
-// without them and its zero-initialised map, denoises bit for bit as that
-// network does (what a warm start relies on, WarmStartsFrom), and a
-// non-zero map changes the output, so the features reach it.
-func TestThetaFourierStartsAsWithout(t *testing.T) {
-	plain := newNet(t, "symbolic-k15", tinyConfig, 5)
-	perturbParams(plain, 0.3, 6)
-	four := newNet(t, "symbolic-k15", fourierConfig, 7)
-	for _, p := range plain.Params().All() {
-		copy(four.Params().Get(p.Name).Data, p.Data)
-	}
-	if !WarmStartsFrom(plain.fam, plain.cfg, four.cfg) || WarmStartsFrom(plain.fam, four.cfg, plain.cfg) || SameFor(plain.fam, plain.cfg, four.cfg) {
-		t.Fatal("WarmStartsFrom must allow adding θ Fourier features and nothing else")
-	}
-	for k, p := range four.thetaFreq {
-		if w := math.Ldexp(1, k); math.Abs(float64(p)*2*math.Pi-w) > 1e-6*w {
-			t.Errorf("frequency %d: 2π·P = %v, want %v", k, float64(p)*2*math.Pi, w)
-		}
-	}
-	s := simulate(plain.fam, 9, 0, 3)
-	masks := make([][]bool, len(s))
-	th := make([]float32, len(s)*plain.dmax)
-	for i := range s {
-		masks[i] = s[i].Mask
-		for j, v := range s[i].Theta {
-			th[i*plain.dmax+j] = float32(v) + 0.1
-		}
-	}
-	denoise := func(n *Net) []float32 {
-		g := engine.NewInferenceGraph()
-		enc := encodeSamples(t, n, g, s)
-		out, err := n.Denoise(g, enc, masks, g.Input(th, len(s), n.dmax), []float64{0.05})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(out.Data)
-	}
-	want := denoise(plain)
-	if got := denoise(four); !slices.Equal(got, want) {
-		t.Fatalf("with a zero Fourier map: %v, want the plain network's %v", got, want)
-	}
-	w := four.Params().Get(ThetaFourierParam)
-	r := rand.New(rand.NewPCG(8, 8))
-	for i := range w.Data {
-		w.Data[i] = float32(0.3 * r.NormFloat64())
-	}
-	got, moved := denoise(four), 0
-	for i := range got {
-		if got[i] != want[i] {
-			moved++
-		}
-	}
-	if moved == 0 {
-		t.Error("a non-zero Fourier map left every output unchanged")
 	}
 }

@@ -166,7 +166,6 @@ func (n *Net) paramForwardTokens(g *engine.Graph, enc *engine.Tensor, kv []*engi
 // decoders [T, D, dPad] and decoder biases [T, 1, dPad].
 type tokenTables struct {
 	ids, enc, dec, decB *engine.Tensor
-	fourier             *engine.Tensor // [T, dPad·2K, D] map of the θ Fourier features; nil without them
 }
 
 // subsetWeights returns tokenWeights restricted to the tokens in sub (nil:
@@ -174,7 +173,6 @@ type tokenTables struct {
 func (n *Net) subsetWeights(g *engine.Graph, sub []int) tokenTables {
 	d, dp, t := n.cfg.ModelDim, n.dPad, len(n.tokens)
 	ids, wEnc, wDec, bDec := n.tokenWeights(g)
-	four := n.thetaFourier
 	if sub != nil {
 		idx := make([]int32, len(sub))
 		for i, ti := range sub {
@@ -185,12 +183,8 @@ func (n *Net) subsetWeights(g *engine.Graph, sub []int) tokenTables {
 		wEnc = g.Reshape(g.Embedding(g.Reshape(wEnc, t, dp*d), idx, tt), tt, dp, d)
 		wDec = g.Reshape(g.Embedding(g.Reshape(wDec, t, d*dp), idx, tt), tt, d, dp)
 		bDec = g.Reshape(g.Embedding(g.Reshape(bDec, t, dp), idx, tt), tt, 1, dp)
-		if four != nil {
-			w := four.Shape[1]
-			four = g.Reshape(g.Embedding(g.Reshape(four, t, w*d), idx, tt), tt, w, d)
-		}
 	}
-	return tokenTables{ids, wEnc, wDec, bDec, four}
+	return tokenTables{ids, wEnc, wDec, bDec}
 }
 
 // paramTokens is the parameter decoder on the preconditioned values thIn
@@ -206,12 +200,6 @@ func (n *Net) paramTokens(g *engine.Graph, tw tokenTables, mods, kv []*engine.Te
 	table := g.Concat(0, g.Reshape(thIn, b*dm, 1), g.Zeros(1, 1))
 	vals := g.Reshape(g.Embedding(table, gi.in, t, b, dp), t, b, dp)
 	tok := g.Add(g.MatMul(vals, tw.enc, false, false), tw.ids) // [T, B, D]
-	if tw.fourier != nil {
-		// [cos 2^k·v, sin 2^k·v] of every value v, mapped per token.
-		k := len(n.thetaFreq)
-		ff := g.FourierFeatures(g.Reshape(vals, t*b*dp, 1), g.Input(n.thetaFreq, k, 1), 2*k)
-		tok = g.Add(tok, g.MatMul(g.Reshape(ff, t, b, dp*2*k), tw.fourier, false, false))
-	}
 	x := g.Embedding(g.Reshape(tok, t*b, d), gi.toBT, b, t)
 	h := n.pdec.decode(g, n.cfg.Heads, x, mods, kv, mask, segs)
 	hT := g.Embedding(g.Reshape(h, b*t, d), gi.toTB, t, b)

@@ -3,12 +3,10 @@ package train
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prismsbi/prism/checkpoint"
-	"github.com/prismsbi/prism/network"
 )
 
 // TestInitFrom checks the warm start: a run with InitFrom begins (step 0,
@@ -119,61 +117,5 @@ func TestInitFromWeightsFile(t *testing.T) {
 	wrong.InitFrom = filepath.Join(src, name, checkpoint.CheckpointFile)
 	if _, err := New(wrong, filepath.Join(t.TempDir(), "bad"), Options{}); err == nil || !strings.Contains(err.Error(), "prism.kind") {
 		t.Errorf("warm start from a checkpoint.safetensors: err = %v, want a prism.kind error", err)
-	}
-}
-
-// TestInitFromAddsThetaFourier checks the one architecture change a warm
-// start allows: a run that adds θ Fourier features (network.ThetaFourier)
-// starts from a source without them, from its directory or its weights
-// file, with every source weight copied and the new map at zero (so it
-// starts from the source's function, see the network test
-// TestThetaFourierStartsAsWithout); the reverse, which would drop trained
-// weights, is refused.
-func TestInitFromAddsThetaFourier(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "src")
-	cfg := tinyConfig(t, 12)
-	runToEnd(t, newTrainer(t, cfg, src))
-	want, _, _, err := loadNetwork(src, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, err := checkpoint.Latest(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, from := range []string{src, filepath.Join(src, name, checkpoint.EMAFile)} {
-		warm := cfg
-		warm.Seed, warm.Steps, warm.InitFrom = 99, 3, from
-		warm.Network.ThetaFourier = 4
-		dst := filepath.Join(t.TempDir(), "dst")
-		newTrainer(t, warm, dst)
-		got, _, _, err := loadNetwork(dst, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range want.Params().All() {
-			q := got.Params().Get(p.Name)
-			if q == nil || !slices.Equal(p.Data, q.Data) {
-				t.Fatalf("from %s: %s differs from the source's weights", from, p.Name)
-			}
-		}
-		four := got.Params().Get(network.ThetaFourierParam)
-		if four == nil {
-			t.Fatalf("from %s: the run has no %s", from, network.ThetaFourierParam)
-		}
-		for i, v := range four.Data {
-			if v != 0 {
-				t.Fatalf("from %s: %s[%d] = %v, want 0", from, network.ThetaFourierParam, i, v)
-			}
-		}
-		if len(got.Params().All()) != len(want.Params().All())+1 {
-			t.Errorf("from %s: %d tensors, want the source's %d and the Fourier map", from, len(got.Params().All()), len(want.Params().All()))
-		}
-
-		back := cfg
-		back.Steps, back.InitFrom = 3, dst
-		if _, err := New(back, filepath.Join(t.TempDir(), "bad"), Options{}); err == nil || !strings.Contains(err.Error(), "network configuration") {
-			t.Errorf("warm start dropping the Fourier features: err = %v, want a network configuration mismatch", err)
-		}
 	}
 }

@@ -167,10 +167,10 @@ func (t *Trainer) initFrom(dir string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("train: init_from: %w", err)
 	}
-	if !network.WarmStartsFrom(t.f, ck.cfg.Network, t.cfg.Network) {
+	if !network.SameFor(t.f, ck.cfg.Network, t.cfg.Network) {
 		return 0, fmt.Errorf("train: init_from %s: its network configuration %+v differs from this run's %+v", dir, ck.cfg.Network, t.cfg.Network)
 	}
-	if err := t.params.Assign(t.grown(ck.tensors, ck.cfg.Network, optim.EMAPrefix), optim.EMAPrefix); err != nil {
+	if err := t.params.Assign(ck.tensors, optim.EMAPrefix); err != nil {
 		return 0, fmt.Errorf("train: init_from %s: %w", dir, err)
 	}
 	t.opt.ResetEMA()
@@ -193,28 +193,14 @@ func (t *Trainer) initFromWeights(path string) (int64, error) {
 	if h.Kind != checkpoint.KindWeights {
 		return 0, fmt.Errorf("train: init_from %s: prism.kind is %q, want %q (or pass a training directory)", path, h.Kind, checkpoint.KindWeights)
 	}
-	if !network.WarmStartsFrom(t.f, h.Network, t.cfg.Network) {
+	if !network.SameFor(t.f, h.Network, t.cfg.Network) {
 		return 0, fmt.Errorf("train: init_from %s: its network configuration %+v differs from this run's %+v", path, h.Network, t.cfg.Network)
 	}
-	if err := t.params.Assign(t.grown(ts, h.Network, ""), ""); err != nil {
+	if err := t.params.Assign(ts, ""); err != nil {
 		return 0, fmt.Errorf("train: init_from %s: %w", path, err)
 	}
 	t.opt.ResetEMA()
 	return 0, nil
-}
-
-// grown returns the source tensors ts (names under prefix) of a warm start
-// from a network configured src, with the zero map of the θ Fourier
-// features appended when this run adds them (network.WarmStartsFrom): the
-// run then starts from src's function.
-func (t *Trainer) grown(ts []safetensors.Tensor, src network.Config, prefix string) []safetensors.Tensor {
-	if src.ThetaFourier != 0 || t.cfg.Network.ThetaFourier == 0 {
-		return ts
-	}
-	p := t.params.Get(network.ThetaFourierParam)
-	return append(ts[:len(ts):len(ts)], safetensors.Tensor{
-		Name: prefix + network.ThetaFourierParam, Shape: p.Shape, Data: make([]float32, len(p.Data)),
-	})
 }
 
 // checkFreshDir checks that dir does not exist or is empty.
