@@ -61,7 +61,15 @@ type Header struct {
 	// Config is the full training configuration as stored (JSON), kept for
 	// provenance; inference reads only the fields above.
 	Config json.RawMessage
+	// DenoiserCalibration is the weights file's calibration of the
+	// parameter denoiser (JSON, posterior.DenoiserCalibration, written by
+	// `prism calibrate` under MetaDenoiserCalibration); nil if it has none.
+	DenoiserCalibration json.RawMessage
 }
+
+// MetaDenoiserCalibration is the metadata key of a weights file's
+// denoiser calibration.
+const MetaDenoiserCalibration = "prism.denoiser_calibration"
 
 // configHead is the part of the stored training configuration that
 // inference needs; other keys are provenance.
@@ -78,6 +86,9 @@ func ParseHeader(meta map[string]string) (Header, error) {
 		return Header{}, fmt.Errorf("unknown prism.format_version %q", v)
 	}
 	h := Header{Kind: meta["prism.kind"], Weights: meta["prism.weights"], Config: json.RawMessage(meta["prism.config"])}
+	if c, ok := meta[MetaDenoiserCalibration]; ok {
+		h.DenoiserCalibration = json.RawMessage(c)
+	}
 	if h.Kind != KindCheckpoint && h.Kind != KindWeights {
 		return Header{}, fmt.Errorf("prism.kind %q is neither %q nor %q", h.Kind, KindCheckpoint, KindWeights)
 	}

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,6 +65,25 @@ func LoadWeightsFile(path string) (*network.Net, Header, error) {
 		return nil, Header{}, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	return net, h, nil
+}
+
+// WithMetadata returns the weights file held in data with metadata key
+// set to value (its tensors and other metadata unchanged), after checking
+// that it is a weights file that builds a network.
+func WithMetadata(data []byte, key, value string) ([]byte, error) {
+	ts, meta, err := safetensors.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := build(ts, meta, KindWeights, ""); err != nil {
+		return nil, err
+	}
+	meta[key] = value
+	var buf bytes.Buffer
+	if err := safetensors.Encode(&buf, ts, meta); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Decode builds the network of a weights file held in data (shipped

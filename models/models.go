@@ -155,11 +155,15 @@ func Open(name string) (*posterior.Posterior, error) {
 	if err != nil {
 		return nil, err
 	}
-	net, err := decodeNet(e.data)
+	net, h, err := checkpoint.Decode(e.data)
 	if err != nil {
 		return nil, fmt.Errorf("models: %s: %w", name, err)
 	}
-	return posterior.New(net), nil
+	p, err := posterior.FromHeader(net, h)
+	if err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	return p, nil
 }
 
 // header is the part of a weights file's metadata that Describe and

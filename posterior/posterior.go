@@ -30,6 +30,7 @@
 package posterior
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -58,6 +59,9 @@ type Posterior struct {
 	// parameter sampler (tests inject exact analytic denoisers): rowObs
 	// gives each row's observation index, masks and active its model.
 	denoiserHook func(rowObs []int, masks [][]bool, active []bool) Denoiser
+
+	// cal, if set, rescales the denoiser's step (DenoiserCalibration).
+	cal *DenoiserCalibration
 }
 
 // New returns a Posterior for net. The network's parameters are frozen
@@ -74,11 +78,32 @@ func New(net *network.Net) *Posterior {
 // for inference) or a weights file such as a checkpoint's ema.safetensors
 // (package checkpoint).
 func Load(path string) (*Posterior, error) {
-	net, _, err := checkpoint.Load(path)
+	net, h, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("posterior: %w", err)
 	}
-	return New(net), nil
+	p, err := FromHeader(net, h)
+	if err != nil {
+		return nil, fmt.Errorf("posterior: %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// FromHeader returns the Posterior of net as its file's header h
+// describes it: with the file's denoiser calibration, if it has one
+// (`prism calibrate`, DenoiserCalibration).
+func FromHeader(net *network.Net, h checkpoint.Header) (*Posterior, error) {
+	p := New(net)
+	if h.DenoiserCalibration != nil {
+		var c DenoiserCalibration
+		if err := json.Unmarshal(h.DenoiserCalibration, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", checkpoint.MetaDenoiserCalibration, err)
+		}
+		if err := p.SetDenoiserCalibration(&c); err != nil {
+			return nil, fmt.Errorf("%s: %w", checkpoint.MetaDenoiserCalibration, err)
+		}
+	}
+	return p, nil
 }
 
 // LoadCheckpoint reads the committed checkpoint in run directory dir with

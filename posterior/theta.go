@@ -87,6 +87,29 @@ type netDenoiser struct {
 	gt     *engine.Graph       // training graph for the Jacobian trace
 }
 
+// rawDenoiser returns the network's denoiser (or the test hook's) for the
+// rows of a chunk: encoder tokens enc on encG, r rows per observation,
+// rowObs giving each row's observation index (for the hook).
+func (p *Posterior) rawDenoiser(encG *engine.Graph, enc *engine.Tensor, rowMasks [][]bool, active []bool, r int, rowObs func(row int) int) Denoiser {
+	if p.denoiserHook != nil {
+		idx := make([]int, len(rowMasks))
+		for row := range idx {
+			idx[row] = rowObs(row)
+		}
+		return p.denoiserHook(idx, rowMasks, active)
+	}
+	return newNetDenoiser(p.net, encG, enc, rowMasks, active, p.dmax, r)
+}
+
+// denoiser is rawDenoiser with p's denoiser calibration, if any.
+func (p *Posterior) denoiser(encG *engine.Graph, enc *engine.Tensor, rowMasks [][]bool, active []bool, r int, rowObs func(row int) int) Denoiser {
+	d := p.rawDenoiser(encG, enc, rowMasks, active, r, rowObs)
+	if p.cal != nil {
+		d = calibratedDenoiser{inner: d, cal: p.cal, active: active, dm: p.dmax}
+	}
+	return d
+}
+
 // maskGroup lists the rows of a chunk that share one mask and their
 // observations (non-decreasing).
 type maskGroup struct {
@@ -325,16 +348,7 @@ func (p *Posterior) thetaJob(obs []Observation, masks [][][]bool, given [][][]fl
 					}
 				}
 			}
-			var den Denoiser = newNetDenoiser(p.net, encG, enc, rowMasks, active, dm, r)
-			if p.denoiserHook != nil {
-				rowObs := make([]int, rows)
-				for a, i := range ch.idx {
-					for k := range r {
-						rowObs[a*r+k] = i
-					}
-				}
-				den = p.denoiserHook(rowObs, rowMasks, active)
-			}
+			den := p.denoiser(encG, enc, rowMasks, active, r, func(row int) int { return ch.idx[row/r] })
 			var delta []float64
 			var base []float64
 			if logProb {
