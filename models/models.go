@@ -289,20 +289,9 @@ func Describe(name string, data []byte) (Info, error) {
 // committed by a still running training between reading LATEST and the
 // file is handled by reading LATEST again.
 func Export(checkpointDir, path string) (Info, error) {
-	var data []byte
-	for attempt := 0; ; attempt++ {
-		name := latestName(checkpointDir)
-		if name == "" {
-			return Info{}, fmt.Errorf("models: export: %s holds no committed checkpoint (no %s file)", checkpointDir, checkpoint.LatestFile)
-		}
-		var err error
-		data, err = os.ReadFile(filepath.Join(checkpointDir, name, checkpoint.EMAFile))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
-			return Info{}, fmt.Errorf("models: export: %w", err)
-		}
+	data, err := RunWeights(checkpointDir)
+	if err != nil {
+		return Info{}, fmt.Errorf("models: export: %w", err)
 	}
 	base := strings.TrimSuffix(filepath.Base(path), Ext)
 	info, err := Describe(base, data)
@@ -319,6 +308,26 @@ func Export(checkpointDir, path string) (Info, error) {
 		return Info{}, fmt.Errorf("models: export: %w", err)
 	}
 	return info, nil
+}
+
+// RunWeights returns the EMA weights file (ema.safetensors) of the
+// committed checkpoint of a `prism train` output directory. A checkpoint
+// committed by a still running training between reading LATEST and the
+// file is handled by reading LATEST again.
+func RunWeights(dir string) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		name := latestName(dir)
+		if name == "" {
+			return nil, fmt.Errorf("%s holds no committed checkpoint (no %s file)", dir, checkpoint.LatestFile)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name, checkpoint.EMAFile))
+		if err == nil {
+			return data, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
+			return nil, err
+		}
+	}
 }
 
 // latestName is the committed checkpoint of a run directory, "" if none.

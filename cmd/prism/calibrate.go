@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prismsbi/prism/checkpoint"
@@ -88,20 +87,16 @@ func weightsBytes(ckpt, model string) ([]byte, error) {
 	case ckpt == "":
 		return nil, errNoNetwork
 	}
-	path := ckpt
-	if st, err := os.Stat(ckpt); err != nil {
+	st, err := os.Stat(ckpt)
+	if err != nil {
 		return nil, fmt.Errorf("--checkpoint: %w", err)
-	} else if st.IsDir() {
-		name, err := checkpoint.Latest(ckpt)
-		if err != nil {
-			return nil, fmt.Errorf("--checkpoint: %w", err)
-		}
-		if name == "" {
-			return nil, fmt.Errorf("--checkpoint: %s holds no committed checkpoint", ckpt)
-		}
-		path = filepath.Join(ckpt, name, checkpoint.EMAFile)
 	}
-	b, err := os.ReadFile(path)
+	var b []byte
+	if st.IsDir() {
+		b, err = models.RunWeights(ckpt)
+	} else {
+		b, err = os.ReadFile(ckpt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--checkpoint: %w", err)
 	}
