@@ -41,10 +41,62 @@ type DenoiserCalibration struct {
 	// error (the ratio estimator's, over simulations).
 	Raw []float64 `json:"raw"`
 	SE  []float64 `json:"se"`
+	// Width, if set, is the width stage's fit (CalibrateOptions.Width):
+	// λ(σ) is then the interpolated Scale times 1 + β·w(σ).
+	Width *WidthFit `json:"width,omitempty"`
 	// Simulations, PerLevel and Seed say how it was estimated.
 	Simulations int    `json:"simulations"`
 	PerLevel    int    `json:"per_level"`
 	Seed        uint64 `json:"seed"`
+}
+
+// WidthFit is the width stage of a DenoiserCalibration: a factor
+// 1 + β·w(σ) on the least-squares scale, w = 1 at σ ≤ SigmaFull, 0 at
+// σ ≥ SigmaZero and linear in ln σ between, with β fitted so that the
+// calibrated sampler's posteriors have the right width on simulations.
+//
+// Why a second stage: the least-squares slope is the best scalar for the
+// denoising error, not for the posterior's width. If the network's step
+// is short by κ and also carries an error e uncorrelated with the target,
+// the slope is κ·E[s²] / (κ²·E[s²] + E[e²]) for the exact step s, which
+// can be 1 while the step is still short; the ODE's contraction follows κ
+// alone, so the posteriors stay too wide. Which κ and which error the
+// moments of one noise level cannot tell apart; the width of the
+// posteriors the ODE draws can.
+//
+// The width is measured by simulation-based calibration: for each
+// simulation's true parameters with posterior SD (of q's draws) below
+// SigmaZero, the rank u of the truth among the draws; a posterior of the
+// right width makes u uniform, so the variance of u is
+// ((S+1)² − 1) / (12(S+1)²) for S draws. Too wide a q puts the truth near
+// the middle and makes the variance smaller. β solves variance = Target.
+type WidthFit struct {
+	Boost float64 `json:"boost"` // β
+	// SE is β's standard error, from the rank variance's over the values.
+	SE        float64 `json:"se"`
+	SigmaFull float64 `json:"sigma_full"`
+	SigmaZero float64 `json:"sigma_zero"`
+	// Variance is the rank variance at β (Before: at β = 0), Target the
+	// perfect posterior's.
+	Variance float64 `json:"variance"`
+	Before   float64 `json:"before"`
+	Target   float64 `json:"target"`
+	// Values is the number of (simulation, parameter) pairs the variance
+	// is taken over; Simulations and Samples say how they were drawn.
+	Values      int `json:"values"`
+	Simulations int `json:"simulations"`
+	Samples     int `json:"samples"`
+}
+
+// weight returns w(σ).
+func (w *WidthFit) weight(sigma float64) float64 {
+	switch {
+	case sigma <= w.SigmaFull:
+		return 1
+	case sigma >= w.SigmaZero:
+		return 0
+	}
+	return math.Log(w.SigmaZero/sigma) / math.Log(w.SigmaZero/w.SigmaFull)
 }
 
 // Validate checks that c is a usable calibration.
@@ -61,11 +113,29 @@ func (c *DenoiserCalibration) Validate() error {
 			return fmt.Errorf("denoiser calibration: scale %v at knot %d outside [0, 10]", c.Scale[i], i)
 		}
 	}
+	if w := c.Width; w != nil {
+		if !(w.SigmaFull > 0) || !(w.SigmaZero > w.SigmaFull) || math.IsInf(w.SigmaZero, 0) {
+			return fmt.Errorf("denoiser calibration: width taper from σ %v to %v (want 0 < σ_full < σ_zero)", w.SigmaFull, w.SigmaZero)
+		}
+		if !(w.Boost >= minWidthBoost && w.Boost <= maxWidthBoost) {
+			return fmt.Errorf("denoiser calibration: width factor β %v outside [%v, %v]", w.Boost, minWidthBoost, maxWidthBoost)
+		}
+	}
 	return nil
 }
 
 // At returns λ(σ).
 func (c *DenoiserCalibration) At(sigma float64) float64 {
+	l := c.leastSquares(sigma)
+	if c.Width != nil {
+		l *= 1 + c.Width.Boost*c.Width.weight(sigma)
+	}
+	return l
+}
+
+// leastSquares returns the least-squares scale at σ, interpolated between
+// the knots.
+func (c *DenoiserCalibration) leastSquares(sigma float64) float64 {
 	ls, n := math.Log(sigma), len(c.LogSigma)
 	switch {
 	case ls <= c.LogSigma[0]:
@@ -93,6 +163,20 @@ type CalibrateOptions struct {
 	// PerLevel is the number of noise draws per simulation and level;
 	// default 8.
 	PerLevel int
+	// Width is the number of simulations of the width stage (WidthFit);
+	// 0 skips it. They follow the least-squares stage's in the same
+	// simulation stream.
+	Width int
+	// WidthSamples is the number of parameter draws per simulation in the
+	// width stage; default 50.
+	WidthSamples int
+	// WidthSigmaFull and WidthSigmaZero bound the width factor's taper
+	// (defaults 0.03 and 0.3: where the least-squares slopes of lingauss-k6
+	// and symbolic-k15 differ from 1, docs/posterior.md).
+	WidthSigmaFull, WidthSigmaZero float64
+	// WidthProgress, if set, is called after each evaluation of the width
+	// stage with β and the rank variance it gave.
+	WidthProgress func(beta, variance, target float64)
 	// Seed selects the simulations and the noise.
 	Seed uint64
 	// Progress, if set, is called after each chunk of simulations with the
@@ -122,9 +206,22 @@ func (p *Posterior) CalibrateDenoiser(opt CalibrateOptions) (*DenoiserCalibratio
 	if opt.SigmaMax == 0 {
 		opt.SigmaMax = DefaultSigmaMax
 	}
+	if opt.WidthSamples == 0 {
+		opt.WidthSamples = 50
+	}
+	if opt.WidthSigmaFull == 0 {
+		opt.WidthSigmaFull = 0.03
+	}
+	if opt.WidthSigmaZero == 0 {
+		opt.WidthSigmaZero = 0.3
+	}
 	if opt.Simulations < 2 || opt.Levels < 2 || opt.PerLevel < 1 || !(opt.SigmaMin > 0) || !(opt.SigmaMax > opt.SigmaMin) {
 		return nil, fmt.Errorf("posterior: calibration needs ≥ 2 simulations and levels, ≥ 1 draw per level and 0 < σ_min < σ_max (got %d, %d, %d, %v, %v)",
 			opt.Simulations, opt.Levels, opt.PerLevel, opt.SigmaMin, opt.SigmaMax)
+	}
+	if opt.Width < 0 || (opt.Width > 0 && opt.WidthSamples < 2) || !(opt.WidthSigmaFull > 0) || !(opt.WidthSigmaZero > opt.WidthSigmaFull) {
+		return nil, fmt.Errorf("posterior: the width stage needs ≥ 0 simulations, ≥ 2 draws each and 0 < σ_full < σ_zero (got %d, %d, %v, %v)",
+			opt.Width, opt.WidthSamples, opt.WidthSigmaFull, opt.WidthSigmaZero)
 	}
 	G, R, dm := opt.Levels, opt.PerLevel, p.dmax
 	c := &DenoiserCalibration{LogSigma: make([]float64, G), Scale: make([]float64, G), Raw: make([]float64, G), SE: make([]float64, G),
@@ -234,10 +331,213 @@ func (p *Posterior) CalibrateDenoiser(opt CalibrateOptions) (*DenoiserCalibratio
 		}
 		c.Scale[g] = max(0, 1+d*shrink) // a negative slope: the step is noise, take none
 	}
+	if opt.Width > 0 {
+		if err := p.fitWidth(c, opt); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("posterior: %w", err)
 	}
 	return c, nil
+}
+
+// Limits of the width stage's β: 1 + β·w(σ) stays positive, and a
+// network whose posteriors need more than a fivefold step is not one to
+// calibrate.
+const (
+	minWidthBoost = -0.9
+	maxWidthBoost = 4
+)
+
+// fitWidth runs the width stage (WidthFit) on c, whose Scale holds the
+// least-squares scale: it simulates opt.Width data sets, draws
+// opt.WidthSamples parameters for each under its true mask with the
+// scale times 1 + β·w(σ), and solves rank variance(β) = target for β by
+// bracketing and the Illinois variant of regula falsi. Every evaluation
+// uses the same simulations and sampler noise, so the variance is a
+// deterministic, increasing function of β (a stronger contraction draws
+// narrower posteriors).
+func (p *Posterior) fitWidth(c *DenoiserCalibration, opt CalibrateOptions) error {
+	n, S := opt.Width, opt.WidthSamples
+	w := &WidthFit{SigmaFull: opt.WidthSigmaFull, SigmaZero: opt.WidthSigmaZero, Simulations: n, Samples: S}
+	sims := make([]family.Sample, n)
+	family.SimulateBatch(p.fam, family.SimOptions{Seed: opt.Seed, Lambda: math.NaN()}, uint64(opt.Simulations), sims)
+	obs := make([]Observation, n)
+	masks := make([][][]bool, n)
+	for i := range sims {
+		obs[i] = Observation{Design: sims[i].Design, X: sims[i].X}
+		masks[i] = Repeat(sims[i].Mask, S)
+	}
+	so := SampleOptions{Options: Options{Seed: opt.Seed ^ tagCalibrate}}
+	boosted := func(beta float64) *DenoiserCalibration {
+		b := *c
+		fit := *w
+		fit.Boost = beta
+		b.Width = &fit
+		return &b
+	}
+	// The values: (simulation, dimension) pairs whose posterior SD at
+	// β = 0 is below SigmaZero, the posteriors the factor acts on, each
+	// weighted by w(SD): a posterior of SD s is shaped at σ ≲ s, so how
+	// much β moves it falls with w(s), and weighting by it keeps the
+	// values β barely touches from adding only noise. At the right β every
+	// value's expected squared rank deviation is the target, so the
+	// weighted mean is too.
+	type value struct {
+		sim, dim int
+		weight   float64
+	}
+	var values []value
+	terms := []float64(nil)
+	var wsum float64
+	lastBeta := math.NaN() // β of the evaluation terms belongs to
+	saved := p.cal
+	defer func() { p.cal = saved }()
+	// Select on draws of their own: the SD of the draws that rank the
+	// truth is narrow exactly when those draws happen to bunch, which
+	// would push the truth outward and bias β down.
+	p.cal = boosted(0)
+	sel, err := p.SampleTheta(obs, masks, SampleOptions{Options: Options{Seed: opt.Seed ^ tagCalibrate ^ 1}})
+	if err != nil {
+		return err
+	}
+	active := make([]bool, p.dmax)
+	for i := range sims {
+		p.layout.Active(sims[i].Mask, active)
+		for k, a := range active {
+			if sd := sampleSD(sel[i].Theta, k); a && sd < w.SigmaZero {
+				values = append(values, value{i, k, w.weight(sd)})
+				wsum += w.weight(sd)
+			}
+		}
+	}
+	if len(values) < 10 {
+		return fmt.Errorf("posterior: width stage: %d parameters of %d simulations have posterior SD below %v; need ≥ 10 (more simulations?)", len(values), n, w.SigmaZero)
+	}
+	terms = make([]float64, len(values))
+	variance := func(beta float64) (float64, error) {
+		p.cal = boosted(beta)
+		ts, err := p.SampleTheta(obs, masks, so)
+		if err != nil {
+			return 0, err
+		}
+		var sum float64
+		for j, v := range values {
+			below := 0
+			for _, th := range ts[v.sim].Theta {
+				if th[v.dim] < sims[v.sim].Theta[v.dim] {
+					below++
+				}
+			}
+			u := (float64(below)+0.5)/float64(S+1) - 0.5
+			terms[j] = u * u
+			sum += v.weight * u * u
+		}
+		lastBeta = beta
+		m := sum / wsum
+		if opt.WidthProgress != nil {
+			opt.WidthProgress(beta, m, w.Target)
+		}
+		return m, nil
+	}
+	s1 := float64(S + 1)
+	w.Target = (s1*s1 - 1) / (12 * s1 * s1)
+
+	// Bracket the root of f(β) = variance(β) − target from β = 0 outwards.
+	f0, err := variance(0)
+	if err != nil {
+		return err
+	}
+	w.Before = f0
+	lo, hi, flo, fhi := 0.0, 0.0, f0-w.Target, f0-w.Target
+	if flo < 0 {
+		for step := 0.25; fhi < 0; step *= 2 {
+			lo, flo = hi, fhi
+			if hi = lo + step; hi > maxWidthBoost {
+				return fmt.Errorf("posterior: width stage: the posteriors are still too wide at β = %v (rank variance %.4f, perfect %.4f)", lo, flo+w.Target, w.Target)
+			}
+			v, err := variance(hi)
+			if err != nil {
+				return err
+			}
+			fhi = v - w.Target
+		}
+	} else {
+		for step := 0.25; flo > 0; step *= 2 {
+			hi, fhi = lo, flo
+			if lo = max(hi-step, minWidthBoost); lo == hi {
+				return fmt.Errorf("posterior: width stage: the posteriors are still too narrow at β = %v (rank variance %.4f, perfect %.4f)", hi, fhi+w.Target, w.Target)
+			}
+			v, err := variance(lo)
+			if err != nil {
+				return err
+			}
+			flo = v - w.Target
+		}
+	}
+	slope := (fhi - flo) / (hi - lo)
+	// Illinois: regula falsi that halves the stale end's value.
+	beta, fb := lo, flo
+	side := 0
+	for range 12 {
+		if hi-lo < 0.005 || fhi == flo {
+			break
+		}
+		beta = (lo*fhi - hi*flo) / (fhi - flo)
+		v, err := variance(beta)
+		if err != nil {
+			return err
+		}
+		fb = v - w.Target
+		switch {
+		case fb == 0:
+			lo, hi = beta, beta
+		case fb < 0:
+			lo, flo = beta, fb
+			if side == -1 {
+				fhi /= 2
+			}
+			side = -1
+		default:
+			hi, fhi = beta, fb
+			if side == 1 {
+				flo /= 2
+			}
+			side = 1
+		}
+	}
+	if beta != lastBeta { // the terms' standard deviation is β's
+		if _, err := variance(beta); err != nil {
+			return err
+		}
+	}
+	w.Boost, w.Variance = beta, fb+w.Target
+	w.Values = len(values)
+	// The weighted mean's standard error, values taken as independent.
+	var ss float64
+	for j, t := range terms {
+		e := values[j].weight * (t - w.Variance)
+		ss += e * e
+	}
+	if slope > 0 {
+		w.SE = math.Sqrt(ss) / wsum / slope
+	}
+	c.Width = w
+	return nil
+}
+
+// sampleSD returns the standard deviation of dimension k over draws.
+func sampleSD(draws [][]float64, k int) float64 {
+	var m, v float64
+	for _, th := range draws {
+		m += th[k]
+	}
+	m /= float64(len(draws))
+	for _, th := range draws {
+		v += (th[k] - m) * (th[k] - m)
+	}
+	return math.Sqrt(v / float64(len(draws)-1))
 }
 
 // SetDenoiserCalibration makes p's parameter sampler and density use the

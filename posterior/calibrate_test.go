@@ -18,6 +18,13 @@ import (
 // CalibrateDenoiser simulates.
 func attenuatedPosterior(t testing.TB, obs []Observation, kappa float64, calibSeed uint64) *Posterior {
 	t.Helper()
+	return wrappedPosterior(t, obs, calibSeed, func(d Denoiser) Denoiser { return scaledStep{d, kappa} })
+}
+
+// wrappedPosterior is attenuatedPosterior with the exact denoiser passed
+// through wrap.
+func wrappedPosterior(t testing.TB, obs []Observation, calibSeed uint64, wrap func(Denoiser) Denoiser) *Posterior {
+	t.Helper()
 	lf := lingauss.New()
 	net, err := network.New(lf, tinyConfig(lf), 1)
 	if err != nil {
@@ -46,7 +53,7 @@ func attenuatedPosterior(t testing.TB, obs []Observation, kappa float64, calibSe
 		for r, i := range rowObs {
 			d.rows = append(d.rows, post(i, masks[r]))
 		}
-		return scaledStep{d, kappa}
+		return wrap(d)
 	}
 	return p
 }
@@ -198,6 +205,60 @@ func TestCalibratedSampler(t *testing.T) {
 	}
 }
 
+// taperedStep divides another denoiser's step by 1 + β·w(σ), the width
+// stage's factor: the width stage must find β.
+type taperedStep struct {
+	inner Denoiser
+	fit   *WidthFit
+	beta  float64
+}
+
+func (s taperedStep) Denoise(theta []float64, sigma float64, d, jac []float64) error {
+	return scaledStep{s.inner, 1 / (1 + s.beta*s.fit.weight(sigma))}.Denoise(theta, sigma, d, jac)
+}
+
+// TestCalibrateWidth runs the width stage alone (on a calibration whose
+// least-squares scale is 1) for the exact denoiser and for one whose step
+// is cut by 1 + β₀·w(σ) with β₀ = 0.3. At β = β₀ the calibrated denoiser
+// is exact, its posteriors have the right width and the ranks' variance
+// is the target in expectation; so β must be within 4 of its standard
+// errors of β₀ (plus 0.02, the root finder's resolution and the rank
+// statistic's steps). The same seed gives the same β.
+func TestCalibrateWidth(t *testing.T) {
+	const seed = 53
+	taper := &WidthFit{SigmaFull: 0.03, SigmaZero: 0.3}
+	opt := CalibrateOptions{Width: 800, WidthSamples: 40, WidthSigmaFull: taper.SigmaFull, WidthSigmaZero: taper.SigmaZero, Seed: seed}
+	for _, beta0 := range []float64{0, 0.3} {
+		p := wrappedPosterior(t, nil, seed, func(d Denoiser) Denoiser { return taperedStep{d, taper, beta0} })
+		fit := func() *DenoiserCalibration {
+			c := &DenoiserCalibration{LogSigma: []float64{math.Log(1e-3), math.Log(0.01), math.Log(0.1), math.Log(1)}, Scale: []float64{1, 1, 1, 1}}
+			restore := offsetHook(p)
+			defer restore()
+			if err := p.fitWidth(c, opt); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		c := fit()
+		w := c.Width
+		t.Logf("β₀ %v: β %.4f ± %.4f over %d values, rank variance %.5f → %.5f (target %.5f)", beta0, w.Boost, w.SE, w.Values, w.Before, w.Variance, w.Target)
+		if !(w.SE > 0) || math.Abs(w.Boost-beta0) > 4*w.SE+0.02 {
+			t.Errorf("β₀ %v: width stage found β %.4f ± %.4f", beta0, w.Boost, w.SE)
+		}
+		if beta0 > 0 && !(w.Before < w.Target) {
+			t.Errorf("β₀ %v: the cut step's rank variance %.5f is not below the target %.5f; the test needs too-wide posteriors", beta0, w.Before, w.Target)
+		}
+		for _, sigma := range []float64{1e-3, 0.03, 0.1, 0.3, 1} {
+			if want := 1 + w.Boost*taper.weight(sigma); math.Abs(c.At(sigma)-want) > 1e-12 {
+				t.Errorf("λ(%v) = %v, want %v", sigma, c.At(sigma), want)
+			}
+		}
+		if again := fit(); again.Width.Boost != w.Boost {
+			t.Errorf("β₀ %v: a second fit with the same seed gives β %v, not %v", beta0, again.Width.Boost, w.Boost)
+		}
+	}
+}
+
 // TestCalibrationAt checks λ(σ): the knots' values at the knots, linear
 // in ln σ between them, constant beyond the ends; and Validate's refusals.
 func TestCalibrationAt(t *testing.T) {
@@ -212,6 +273,19 @@ func TestCalibrationAt(t *testing.T) {
 			t.Errorf("λ(%g) = %v, want %v", tc.sigma, got, tc.want)
 		}
 	}
+	// The width factor 1 + β·w(σ): w = 1 up to σ_full, 0 from σ_zero, linear
+	// in ln σ between (σ = 0.1 is its midpoint between 0.01 and 1).
+	c.Width = &WidthFit{Boost: 0.5, SigmaFull: 0.01, SigmaZero: 1}
+	for _, tc := range []struct{ sigma, want float64 }{
+		{0.001, 1.4 * 1.5}, {0.01, 1.4 * 1.5}, {0.1, 1.3 * 1.25}, {1, 1.2}, {100, 1},
+	} {
+		if got := c.At(tc.sigma); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("with width factor: λ(%g) = %v, want %v", tc.sigma, got, tc.want)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	for _, bad := range []*DenoiserCalibration{
 		{LogSigma: []float64{0}, Scale: []float64{1}},
 		{LogSigma: []float64{0, 1}, Scale: []float64{1}},
@@ -220,6 +294,10 @@ func TestCalibrationAt(t *testing.T) {
 		{LogSigma: []float64{0, 1}, Scale: []float64{1, -1}},
 		{LogSigma: []float64{0, 1}, Scale: []float64{1, 11}},
 		{LogSigma: []float64{0, 1}, Scale: []float64{1, math.Inf(1)}},
+		{LogSigma: []float64{0, 1}, Scale: []float64{1, 1}, Width: &WidthFit{SigmaFull: 0.3, SigmaZero: 0.03}},
+		{LogSigma: []float64{0, 1}, Scale: []float64{1, 1}, Width: &WidthFit{SigmaFull: 0, SigmaZero: 0.3}},
+		{LogSigma: []float64{0, 1}, Scale: []float64{1, 1}, Width: &WidthFit{Boost: 5, SigmaFull: 0.03, SigmaZero: 0.3}},
+		{LogSigma: []float64{0, 1}, Scale: []float64{1, 1}, Width: &WidthFit{Boost: math.NaN(), SigmaFull: 0.03, SigmaZero: 0.3}},
 	} {
 		if bad.Validate() == nil {
 			t.Errorf("Validate accepted %+v", bad)

@@ -20,12 +20,15 @@ import (
 func TestCalibrateCommand(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cal.safetensors")
-	code, stdout, errs := prism("calibrate", "--checkpoint", testNet, "--out", out, "--n", "40", "--levels", "4", "--per-level", "2", "--seed", "5")
+	code, stdout, errs := prism("calibrate", "--checkpoint", testNet, "--out", out, "--n", "40", "--levels", "4", "--per-level", "2", "--width", "40", "--width-samples", "10", "--seed", "5")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(stdout, "wrote "+out) {
-		t.Errorf("stdout %q does not report the file", stdout)
+	if !strings.Contains(stdout, "wrote "+out) || !strings.Contains(stdout, "width stage: β") {
+		t.Errorf("stdout %q does not report the file and the width stage", stdout)
+	}
+	if !strings.Contains(errs, "width stage: β +0.0000 gives rank variance") {
+		t.Errorf("stderr %q does not show the width stage's progress", errs)
 	}
 	p, err := posterior.Load(out)
 	if err != nil {
@@ -42,12 +45,15 @@ func TestCalibrateCommand(t *testing.T) {
 	if plain.DenoiserCalibration() != nil {
 		t.Fatal("the test network already has a calibration")
 	}
-	want, err := plain.CalibrateDenoiser(posterior.CalibrateOptions{Simulations: 40, Levels: 4, PerLevel: 2, Seed: 5})
+	want, err := plain.CalibrateDenoiser(posterior.CalibrateOptions{Simulations: 40, Levels: 4, PerLevel: 2, Width: 40, WidthSamples: 10, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got.Scale, want.Scale) || !slices.Equal(got.LogSigma, want.LogSigma) {
 		t.Errorf("file's calibration %v at %v, library's %v at %v", got.Scale, got.LogSigma, want.Scale, want.LogSigma)
+	}
+	if got.Width == nil || want.Width == nil || *got.Width != *want.Width {
+		t.Errorf("file's width stage %+v, library's %+v", got.Width, want.Width)
 	}
 	// The tensors are the network's own.
 	a, _, err := safetensors.Read(testNet)
@@ -82,13 +88,14 @@ func TestCalibrateCommand(t *testing.T) {
 		{[]string{"--checkpoint", testNet, "--model", "symbolic-k15", "--out", filepath.Join(dir, "x.safetensors")}, "not both"},
 		{[]string{"--checkpoint", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "y.safetensors")}, "missing"},
 		{[]string{"--checkpoint", testNet, "--n", "1", "--out", filepath.Join(dir, "z.safetensors")}, "simulations"},
+		{[]string{"--checkpoint", testNet, "--n", "40", "--width", "-1", "--out", filepath.Join(dir, "w.safetensors")}, "width stage"},
 	} {
 		code, _, errs := prism(append([]string{"calibrate"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errs, tc.msg) {
 			t.Errorf("calibrate %v: exit %d, stderr %q; want a failure naming %q", tc.args, code, errs, tc.msg)
 		}
 	}
-	for _, name := range []string{"x", "y", "z"} {
+	for _, name := range []string{"x", "y", "z", "w"} {
 		if _, err := os.Stat(filepath.Join(dir, name+".safetensors")); err == nil {
 			t.Errorf("a failed calibrate left %s.safetensors", name)
 		}
