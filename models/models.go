@@ -59,6 +59,9 @@ type Info struct {
 	// Step steps with the same configuration and seed.
 	Train     string `json:"train_command"`
 	Reproduce string `json:"reproduce_command"`
+	// Calibrate, for a file that carries a denoiser calibration, is the
+	// `prism calibrate` command that adds it to the trained weights.
+	Calibrate string `json:"calibrate_command,omitempty"`
 	// SHA256 is the hex SHA-256 of the file; Bytes its size.
 	SHA256 string `json:"sha256"`
 	Bytes  int    `json:"bytes"`
@@ -173,6 +176,7 @@ type header struct {
 	step    int64
 	weights string
 	tensors []safetensors.Tensor
+	cal     json.RawMessage // the denoiser calibration, if any
 }
 
 // parse decodes a weights file held in data: its checkpoint header
@@ -190,7 +194,7 @@ func parse(data []byte) (*header, error) {
 	if ch.Kind != checkpoint.KindWeights {
 		return nil, fmt.Errorf("prism.kind is %q, want %q", ch.Kind, checkpoint.KindWeights)
 	}
-	h := &header{weights: ch.Weights, step: ch.Step, tensors: ts}
+	h := &header{weights: ch.Weights, step: ch.Step, tensors: ts, cal: ch.DenoiserCalibration}
 	if err := json.Unmarshal(ch.Config, &h.cfg); err != nil {
 		return nil, fmt.Errorf("prism.config: %w", err)
 	}
@@ -215,6 +219,11 @@ func Describe(name string, data []byte) (Info, error) {
 		SHA256: hex.EncodeToString(sum[:]), Bytes: len(data)}
 	for _, t := range h.tensors {
 		info.Params += len(t.Data)
+	}
+	if h.cal != nil {
+		if info.Calibrate, err = calibrateCommand(name, h.cal); err != nil {
+			return Info{}, err
+		}
 	}
 	limit := ""
 	if h.cfg.Steps > 0 {
@@ -279,6 +288,33 @@ func Describe(name string, data []byte) (Info, error) {
 	info.Train = fmt.Sprintf("%s%s%s --out runs/%s", first, limit, flags, name)
 	info.Reproduce = fmt.Sprintf("%s --steps %d%s --out runs/%s", first, h.step, flags, name)
 	return info, nil
+}
+
+// calibrateCommand returns the `prism calibrate` invocation that fits the
+// calibration cal (JSON, posterior.DenoiserCalibration) on the run
+// runs/name, naming the options that are not the command's defaults.
+func calibrateCommand(name string, cal json.RawMessage) (string, error) {
+	var c posterior.DenoiserCalibration
+	if err := json.Unmarshal(cal, &c); err != nil {
+		return "", fmt.Errorf("%s: %w", checkpoint.MetaDenoiserCalibration, err)
+	}
+	cmd := fmt.Sprintf("prism calibrate --checkpoint runs/%s --out models/%s%s --n %d", name, name, Ext, c.Simulations)
+	if len(c.LogSigma) != 24 {
+		cmd += fmt.Sprintf(" --levels %d", len(c.LogSigma))
+	}
+	if c.PerLevel != 8 {
+		cmd += fmt.Sprintf(" --per-level %d", c.PerLevel)
+	}
+	switch w := c.Width; {
+	case w == nil:
+		cmd += " --width 0"
+	default:
+		cmd += fmt.Sprintf(" --width %d", w.Simulations)
+		if w.Samples != 50 {
+			cmd += fmt.Sprintf(" --width-samples %d", w.Samples)
+		}
+	}
+	return cmd + fmt.Sprintf(" --seed %d", c.Seed), nil
 }
 
 // Export writes the EMA weights of the committed checkpoint of a

@@ -340,3 +340,40 @@ func TestConfigFileMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeCalibrated: a weights file with a denoiser calibration
+// names the `prism calibrate` command that added it (options that are not
+// the command's defaults spelled out); one without has none.
+func TestDescribeCalibrated(t *testing.T) {
+	w, err := os.ReadFile("../posterior/testdata/lingauss-k6-ema.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Describe("x", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Calibrate != "" {
+		t.Fatalf("an uncalibrated file describes a calibrate command %q", plain.Calibrate)
+	}
+	for _, tc := range []struct{ js, want string }{
+		{`{"log_sigma":[0,1],"scale":[1,1],"simulations":2000,"per_level":8,"seed":1,"width":{"boost":0.1,"sigma_full":0.03,"sigma_zero":0.3,"simulations":1000,"samples":50}}`,
+			"prism calibrate --checkpoint runs/x --out models/x.safetensors --n 2000 --levels 2 --width 1000 --seed 1"},
+		{`{"log_sigma":[0,1],"scale":[1,1],"simulations":500,"per_level":4,"seed":7,"width":{"boost":0.1,"sigma_full":0.03,"sigma_zero":0.3,"simulations":300,"samples":20}}`,
+			"prism calibrate --checkpoint runs/x --out models/x.safetensors --n 500 --levels 2 --per-level 4 --width 300 --width-samples 20 --seed 7"},
+		{`{"log_sigma":[0,1],"scale":[1,1],"simulations":2000,"per_level":8,"seed":1}`,
+			"prism calibrate --checkpoint runs/x --out models/x.safetensors --n 2000 --levels 2 --width 0 --seed 1"},
+	} {
+		cal, err := checkpoint.WithMetadata(w, checkpoint.MetaDenoiserCalibration, tc.js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := Describe("x", cal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Calibrate != tc.want {
+			t.Errorf("calibrate command\n %q, want\n %q", info.Calibrate, tc.want)
+		}
+	}
+}

@@ -39,6 +39,9 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 	for _, in := range infos {
 		fmt.Fprintf(stdout, "%s\n  family %s, %d training steps, %d parameters (%s weights), %d bytes\n  sha256 %s\n  trained with: %s\n  reproduce:    %s\n",
 			in.Name, in.Family, in.Step, in.Params, in.Weights, in.Bytes, in.SHA256, in.Train, in.Reproduce)
+		if in.Calibrate != "" {
+			fmt.Fprintf(stdout, "  calibrated:   %s\n", in.Calibrate)
+		}
 	}
 	return nil
 }
