@@ -188,8 +188,9 @@ type CalibrateOptions struct {
 const tagCalibrate uint64 = 0x63616c69 // "cali"
 
 // CalibrateDenoiser estimates the denoiser calibration of p's network
-// (DenoiserCalibration) on fresh simulations. It does not change p; see
-// SetDenoiserCalibration.
+// (DenoiserCalibration) on fresh simulations. It leaves p as it found it
+// (see SetDenoiserCalibration), but the width stage samples with trial
+// calibrations installed on p, so p must not be used concurrently.
 func (p *Posterior) CalibrateDenoiser(opt CalibrateOptions) (*DenoiserCalibration, error) {
 	if opt.Simulations == 0 {
 		opt.Simulations = 2000

@@ -80,9 +80,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "width stage: β %+.4f ± %.4f on %d parameters of %d simulations (posterior SD < %g; rank variance %.5f → %.5f, perfect %.5f)\n",
 			w.Boost, w.SE, w.Values, w.Simulations, w.SigmaZero, w.Before, w.Variance, w.Target)
 	}
-	fmt.Fprintf(stdout, "%10s %8s %8s %8s\n", "σ", "λ", "raw", "SE")
+	fmt.Fprintf(stdout, "%10s %8s %10s %8s %8s\n", "σ", "λ", "least sq.", "raw", "SE")
 	for g := range c.LogSigma {
-		fmt.Fprintf(stdout, "%10.4g %8.4f %8.4f %8.4f\n", math.Exp(c.LogSigma[g]), c.Scale[g], c.Raw[g], c.SE[g])
+		sigma := math.Exp(c.LogSigma[g])
+		fmt.Fprintf(stdout, "%10.4g %8.4f %10.4f %8.4f %8.4f\n", sigma, c.At(sigma), c.Scale[g], c.Raw[g], c.SE[g])
 	}
 	return nil
 }
