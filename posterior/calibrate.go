@@ -357,8 +357,8 @@ const (
 // scale times 1 + β·w(σ), and solves rank variance(β) = target for β by
 // bracketing and the Illinois variant of regula falsi. Every evaluation
 // uses the same simulations and sampler noise, so the variance is a
-// deterministic, increasing function of β (a stronger contraction draws
-// narrower posteriors).
+// deterministic function of β, increasing up to the steps of the ranks
+// (a stronger contraction draws narrower posteriors).
 func (p *Posterior) fitWidth(c *DenoiserCalibration, opt CalibrateOptions) error {
 	n, S := opt.Width, opt.WidthSamples
 	w := &WidthFit{SigmaFull: opt.WidthSigmaFull, SigmaZero: opt.WidthSigmaZero, Simulations: n, Samples: S}
