@@ -299,10 +299,10 @@ func calibrateCommand(name string, cal json.RawMessage) (string, error) {
 		return "", fmt.Errorf("%s: %w", checkpoint.MetaDenoiserCalibration, err)
 	}
 	cmd := fmt.Sprintf("prism calibrate --checkpoint runs/%s --out models/%s%s --n %d", name, name, Ext, c.Simulations)
-	if len(c.LogSigma) != 24 {
+	if len(c.LogSigma) != posterior.DefaultCalibrationLevels {
 		cmd += fmt.Sprintf(" --levels %d", len(c.LogSigma))
 	}
-	if c.PerLevel != 8 {
+	if c.PerLevel != posterior.DefaultCalibrationPerLevel {
 		cmd += fmt.Sprintf(" --per-level %d", c.PerLevel)
 	}
 	switch w := c.Width; {
@@ -310,7 +310,7 @@ func calibrateCommand(name string, cal json.RawMessage) (string, error) {
 		cmd += " --width 0"
 	default:
 		cmd += fmt.Sprintf(" --width %d", w.Simulations)
-		if w.Samples != 50 {
+		if w.Samples != posterior.DefaultWidthSamples {
 			cmd += fmt.Sprintf(" --width-samples %d", w.Samples)
 		}
 	}

@@ -184,6 +184,15 @@ type CalibrateOptions struct {
 	Progress func(done, total int)
 }
 
+// Defaults of CalibrateOptions (also `prism calibrate`'s flag defaults,
+// and what `prism models` leaves out of the command it prints).
+const (
+	DefaultCalibrationSimulations = 2000
+	DefaultCalibrationLevels      = 24
+	DefaultCalibrationPerLevel    = 8
+	DefaultWidthSamples           = 50
+)
+
 // tagCalibrate is the stream tag of the calibration noise.
 const tagCalibrate uint64 = 0x63616c69 // "cali"
 
@@ -193,13 +202,13 @@ const tagCalibrate uint64 = 0x63616c69 // "cali"
 // calibrations installed on p, so p must not be used concurrently.
 func (p *Posterior) CalibrateDenoiser(opt CalibrateOptions) (*DenoiserCalibration, error) {
 	if opt.Simulations == 0 {
-		opt.Simulations = 2000
+		opt.Simulations = DefaultCalibrationSimulations
 	}
 	if opt.Levels == 0 {
-		opt.Levels = 24
+		opt.Levels = DefaultCalibrationLevels
 	}
 	if opt.PerLevel == 0 {
-		opt.PerLevel = 8
+		opt.PerLevel = DefaultCalibrationPerLevel
 	}
 	if opt.SigmaMin == 0 {
 		opt.SigmaMin = DefaultSigmaMin
@@ -208,7 +217,7 @@ func (p *Posterior) CalibrateDenoiser(opt CalibrateOptions) (*DenoiserCalibratio
 		opt.SigmaMax = DefaultSigmaMax
 	}
 	if opt.WidthSamples == 0 {
-		opt.WidthSamples = 50
+		opt.WidthSamples = DefaultWidthSamples
 	}
 	if opt.WidthSigmaFull == 0 {
 		opt.WidthSigmaFull = 0.03
@@ -390,9 +399,7 @@ func (p *Posterior) fitWidth(c *DenoiserCalibration, opt CalibrateOptions) error
 		weight   float64
 	}
 	var values []value
-	terms := []float64(nil)
 	var wsum float64
-	lastBeta := math.NaN() // β of the evaluation terms belongs to
 	saved := p.cal
 	defer func() { p.cal = saved }()
 	// Select on draws of their own: the SD of the draws that rank the
@@ -416,7 +423,8 @@ func (p *Posterior) fitWidth(c *DenoiserCalibration, opt CalibrateOptions) error
 	if len(values) < 10 {
 		return fmt.Errorf("posterior: width stage: %d parameters of %d simulations have posterior SD below %v; need ≥ 10 (more simulations?)", len(values), n, w.SigmaZero)
 	}
-	terms = make([]float64, len(values))
+	terms := make([]float64, len(values)) // each value's squared rank deviation at lastBeta
+	lastBeta := math.NaN()
 	variance := func(beta float64) (float64, error) {
 		p.cal = boosted(beta)
 		ts, err := p.SampleTheta(obs, masks, so)

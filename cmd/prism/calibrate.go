@@ -24,11 +24,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("calibrate", "(--checkpoint PATH | --model NAME) --out FILE.safetensors [--n 2000] [--width 1000] [--seed 1]", stderr)
 	net := addNetFlags(fs, "trained network to calibrate")
 	out := fs.String("out", "", "weights file to write: the network's weights with the calibration in its metadata")
-	n := fs.Int("n", 2000, "simulations from the prior to fit the calibration on")
-	levels := fs.Int("levels", 24, "noise levels (knots), log-spaced over the sampler's σ range")
-	perLevel := fs.Int("per-level", 8, "noise draws per simulation and level")
+	n := fs.Int("n", posterior.DefaultCalibrationSimulations, "simulations from the prior to fit the calibration on")
+	levels := fs.Int("levels", posterior.DefaultCalibrationLevels, "noise levels (knots), log-spaced over the sampler's σ range")
+	perLevel := fs.Int("per-level", posterior.DefaultCalibrationPerLevel, "noise draws per simulation and level")
 	width := fs.Int("width", 1000, "simulations of the width stage, which fits the step's factor below σ 0.3 so that the posteriors' SBC ranks have the right spread (0: least squares only)")
-	widthSamples := fs.Int("width-samples", 50, "parameter draws per simulation in the width stage")
+	widthSamples := fs.Int("width-samples", posterior.DefaultWidthSamples, "parameter draws per simulation in the width stage")
 	seed := fs.Uint64("seed", 1, "random seed of the simulations and noise")
 	if err := fs.Parse(args); err != nil {
 		return err
