@@ -64,6 +64,24 @@ func (rep *Report) Rows() []Row {
 		add("param_sbc_width_central_half_expected", w.CentralExpected, s)
 		val("param_sbc_width_mean_pit", w.MeanPIT, s)
 	}
+	if c := rep.ParamCorrected; c != nil {
+		cs := set + ",correct=" + c.Method
+		val("param_sbc_corrected_ce", c.CE, cs)
+		add("param_sbc_corrected_ce_band_upper", c.Band.Upper, cs)
+		add("param_sbc_corrected_ce_dependent_band_upper", c.DependentBand.Upper, cs)
+		add("param_sbc_corrected_observations", float64(c.Observations), cs)
+		add("param_sbc_corrected_failed", float64(c.Failed), cs)
+		val("param_sbc_corrected_mean_ess", c.ESS, cs)
+		for _, w := range c.ByWidth {
+			hi := "inf"
+			if w.SDHi != nil {
+				hi = fmt.Sprint(*w.SDHi)
+			}
+			s := fmt.Sprintf("%s,sd=%g-%s", cs, w.SDLo, hi)
+			val("param_sbc_corrected_width_central_half", w.Central, s)
+			val("param_sbc_corrected_width_mean_pit", w.MeanPIT, s)
+		}
+	}
 	if k := rep.KSD; k != nil {
 		val("ksd", k.KSD, set)
 		val("ksd_prior", k.KSDPrior, set)
@@ -149,14 +167,19 @@ func (rep *Report) plots(dir string) error {
 	// Calibration: one figure per kind so that each band matches its N.
 	// Parameter PIT values are discrete, on the S + 1 levels of S samples:
 	// their ECDF is drawn through the level boundaries (plot.Levels).
-	for _, c := range []struct {
+	type figure struct {
 		name, title string
 		cal         Calibration
 		levels      int
-	}{
+	}
+	figs := []figure{
 		{"calibration-masks.png", "model SBC (randomised ranks of log q)", rep.Mask, 0},
 		{"calibration-params.png", "parameter SBC (PIT, active dimensions)", rep.Param, rep.Settings.ThetaSamples + 1},
-	} {
+	}
+	if c := rep.ParamCorrected; c != nil {
+		figs = append(figs, figure{"calibration-params-corrected.png", fmt.Sprintf("parameter SBC, %s-corrected", c.Method), c.Calibration, rep.Settings.ThetaSamples + 1})
+	}
+	for _, c := range figs {
 		band := c.cal.Band
 		if c.cal.DependentBand != nil {
 			band = *c.cal.DependentBand

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 )
@@ -53,6 +54,12 @@ type Config struct {
 	Level float64
 	// Steps are the ODE solver steps [posterior default].
 	Steps int
+	// Correct, when its Method is not correct.None, adds the parameter SBC
+	// of the likelihood-corrected posterior (CorrectedSBC) on the first
+	// CorrectObs test observations [min(N, 200)]; families without a
+	// likelihood skip it.
+	Correct    correct.Settings `json:"-"`
+	CorrectObs int
 	// Progress, if non-nil, receives one line per stage.
 	Progress io.Writer `json:"-"`
 }
@@ -76,6 +83,7 @@ func (c *Config) defaults(f family.Family) error {
 		def(&c.ClassModels, 200)
 	}
 	def(&c.PredObs, min(c.N, 100))
+	def(&c.CorrectObs, min(c.N, 200))
 	def(&c.PredSamples, c.ThetaSamples)
 	def(&c.Replicates, 20)
 	def(&c.BandReps, 1000)
@@ -89,6 +97,7 @@ func (c *Config) defaults(f family.Family) error {
 	c.KSDObs = max(min(c.KSDObs, c.N), 0)
 	c.ISObs = max(min(c.ISObs, c.N), 0)
 	c.PredObs = max(min(c.PredObs, c.N), 0)
+	c.CorrectObs = max(min(c.CorrectObs, c.N), 0)
 	if c.N < 2 || c.MaskSamples < 1 || c.ThetaSamples < 2 || c.ISSamples < 2 || c.Subset < 1 ||
 		c.ClassModels < 2 || c.PredSamples < 1 || c.Replicates < 1 || c.BandReps < 2 || c.BootReps < 2 ||
 		!(c.Level > 0 && c.Level < 1) {
@@ -108,20 +117,21 @@ type Value struct {
 
 // Report is the result of Run.
 type Report struct {
-	Family     string            `json:"family"`
-	N          int               `json:"n"`
-	Seed       uint64            `json:"seed"`
-	Lambda     string            `json:"lambda"`
-	Settings   Config            `json:"settings"`
-	Mask       Calibration       `json:"mask_sbc"`
-	Param      Calibration       `json:"param_sbc"`
-	KSD        *KSDResult        `json:"ksd,omitempty"`
-	Evidence   *EvidenceResult   `json:"evidence,omitempty"`
-	Exact      *ExactResult      `json:"exact,omitempty"`
-	Predictive *PredictiveResult `json:"predictive,omitempty"`
-	Class      *ClassResult      `json:"classification"`
-	Selection  *SelectionResult  `json:"model_selection,omitempty"` // confusion.go
-	Seconds    float64           `json:"seconds"`
+	Family         string            `json:"family"`
+	N              int               `json:"n"`
+	Seed           uint64            `json:"seed"`
+	Lambda         string            `json:"lambda"`
+	Settings       Config            `json:"settings"`
+	Mask           Calibration       `json:"mask_sbc"`
+	Param          Calibration       `json:"param_sbc"`
+	ParamCorrected *CorrectedSBC     `json:"param_sbc_corrected,omitempty"` // when Config.Correct asks for it
+	KSD            *KSDResult        `json:"ksd,omitempty"`
+	Evidence       *EvidenceResult   `json:"evidence,omitempty"`
+	Exact          *ExactResult      `json:"exact,omitempty"`
+	Predictive     *PredictiveResult `json:"predictive,omitempty"`
+	Class          *ClassResult      `json:"classification"`
+	Selection      *SelectionResult  `json:"model_selection,omitempty"` // confusion.go
+	Seconds        float64           `json:"seconds"`
 }
 
 // run holds the state of one evaluation.
@@ -160,6 +170,7 @@ const (
 	streamRank
 	streamDimBoot // parent of one bootstrap stream per latent dimension (paramSBC)
 	streamWidth   // parent of the bands and bootstraps of the posterior-width bins (paramSBC)
+	streamCorrect // the corrected parameter SBC's sampler and resampling
 )
 
 func (r *run) seed(stream uint64) uint64 { return streamSeed(r.cfg.Seed, stream) }
@@ -203,7 +214,19 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 	}
 	lik := family.HasLikelihood(f)
 	if !lik {
-		r.progress("KSD, importance sampling and predictive checks skipped: %s has no likelihood (an external simulator)", f.Name())
+		r.progress("KSD, importance sampling, predictive checks and corrections skipped: %s has no likelihood (an external simulator)", f.Name())
+	}
+	if cfg.Correct.Method != correct.None && cfg.CorrectObs > 0 && lik {
+		if rep.ParamCorrected, err = r.correctedParamSBC(); err != nil {
+			return nil, err
+		}
+		c := rep.ParamCorrected
+		r.progress("parameter SBC of the %s-corrected posterior (%d observations, %d corrections failed their diagnostics, mean ESS %.3f, %.0f s): CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)",
+			c.Method, c.Observations, c.Failed, c.ESS.Value, c.Seconds, c.CE.Value, c.Band.Upper, c.DependentBand.Upper)
+		r.progress("corrected parameter SBC by dimension: %s", DimSummary(c.ByDimension, cfg.Level, 3))
+		if cfg.ThetaSamples >= MinWidthSamples {
+			r.progress("corrected parameter SBC by posterior width: %s", WidthSummary(c.ByWidth))
+		}
 	}
 	if cfg.KSDObs > 0 && lik {
 		if rep.KSD, err = r.ksd(ts); err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 	"gonum.org/v1/gonum/stat"
 )
@@ -85,7 +86,7 @@ func (r *run) maskSBC(rep *Report) ([]posterior.MaskSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Mask = r.calibration(u, band, func(idx []int) []float64 { return pick(u, idx) })
+	rep.Mask = r.calibration(len(r.obs), u, band, func(idx []int) []float64 { return pick(u, idx) })
 	return ms, nil
 }
 
@@ -112,9 +113,12 @@ func alignTies(dst []float64, logqTrue float64, truth []bool, ms posterior.MaskS
 	return dst
 }
 
-func (r *run) calibration(u []float64, band Band, resample func(idx []int) []float64) Calibration {
+// calibration is the calibration error of the SBC values u of n trials
+// with its bootstrap SE over trials (resample returns the values of the
+// trials idx).
+func (r *run) calibration(n int, u []float64, band Band, resample func(idx []int) []float64) Calibration {
 	ce := CalibrationError(u)
-	se := Bootstrap(len(r.obs), r.cfg.BootReps, r.seed(streamBoot), func(idx []int) float64 {
+	se := Bootstrap(n, r.cfg.BootReps, r.seed(streamBoot), func(idx []int) float64 {
 		return CalibrationError(resample(idx))
 	})
 	return Calibration{CE: Value{ce, se}, Values: len(u), Band: band, Inside: ce <= band.Upper, U: u}
@@ -143,19 +147,33 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: parameter samples: %w", err)
 	}
-	perTrial := make([][]float64, len(r.obs))
-	byDim := make([][]float64, len(r.active[0]))
-	act := make([][][]float64, 0, len(r.obs))
+	draws := make([][][]float64, len(ts))
+	for i := range ts {
+		draws[i] = ts[i].Theta
+	}
+	rep.Param, err = r.thetaCalibration(r.sims, r.active, draws)
+	return ts, err
+}
+
+// thetaCalibration is the parameter SBC of draws[i], the S posterior
+// draws (latent vectors) of test observation i, whose truth is sims[i]
+// with active latent coordinates active[i]: pooled, by dimension and by
+// posterior width.
+func (r *run) thetaCalibration(sims []family.Sample, active [][]bool, draws [][][]float64) (Calibration, error) {
+	S := len(draws[0])
+	perTrial := make([][]float64, len(sims))
+	byDim := make([][]float64, len(active[0]))
+	act := make([][][]float64, 0, len(sims))
 	var u, sd []float64
 	col := make([]float64, S)
-	for i, s := range r.sims {
-		idx := activeIdx(r.active[i])
+	for i, s := range sims {
+		idx := activeIdx(active[i])
 		if len(idx) == 0 {
 			continue
 		}
 		for _, j := range idx {
 			for k := range col {
-				col[k] = ts[i].Theta[k][j]
+				col[k] = draws[i][k][j]
 			}
 			pit := PIT(s.Theta[j], col)
 			perTrial[i] = append(perTrial[i], pit)
@@ -165,18 +183,18 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 		u = append(u, perTrial[i]...)
 		vs := make([][]float64, S)
 		for k := range vs {
-			vs[k] = pick(ts[i].Theta[k], idx)
+			vs[k] = pick(draws[i][k], idx)
 		}
 		act = append(act, vs)
 	}
 	if len(u) == 0 {
-		return nil, fmt.Errorf("eval: no active parameters in %d test observations", len(r.obs))
+		return Calibration{}, fmt.Errorf("eval: no active parameters in %d test observations", len(sims))
 	}
 	band, err := UniformCEBand(len(u), S, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand)+1)
 	if err != nil {
-		return nil, err
+		return Calibration{}, err
 	}
-	rep.Param = r.calibration(u, band, func(idx []int) []float64 {
+	c := r.calibration(len(sims), u, band, func(idx []int) []float64 {
 		var v []float64
 		for _, i := range idx {
 			v = append(v, perTrial[i]...)
@@ -185,15 +203,15 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 	})
 	dep, err := SelfConsistentCEBand(act, r.cfg.BandReps, r.cfg.Level, r.seed(streamBand)+2)
 	if err != nil {
-		return nil, err
+		return Calibration{}, err
 	}
-	in := rep.Param.CE.Value <= dep.Upper
-	rep.Param.DependentBand, rep.Param.InsideDependent = &dep, &in
-	rep.Param.ByDimension, err = r.dimCalibration(r.f.Layout().LatentNames(r.f.Components()), byDim, S)
+	in := c.CE.Value <= dep.Upper
+	c.DependentBand, c.InsideDependent = &dep, &in
+	c.ByDimension, err = r.dimCalibration(r.f.Layout().LatentNames(r.f.Components()), byDim, S)
 	if err != nil {
-		return nil, err
+		return Calibration{}, err
 	}
-	rep.Param.ByWidth, err = widthCalibration(u, sd, S,
+	c.ByWidth, err = widthCalibration(u, sd, S,
 		func(n int) (float64, error) {
 			b, err := UniformCEBand(n, S, r.cfg.BandReps, r.cfg.Level, streamSeed(r.seed(streamWidth), uint64(n)))
 			return b.Upper, err
@@ -201,7 +219,7 @@ func (r *run) paramSBC(rep *Report) ([]posterior.ThetaSet, error) {
 		func(b, n int, statistic func(idx []int) float64) float64 {
 			return Bootstrap(n, r.cfg.BootReps, streamSeed(r.seed(streamWidth), 1<<32+uint64(b)), statistic)
 		})
-	return ts, err
+	return c, err
 }
 
 // dimCalibration returns the calibration of every latent dimension that

@@ -19,7 +19,7 @@ func init() {
 }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("eval", "(--checkpoint DIR | --model NAME) --n N --seed S --out DIR [--lambda L|random]\n       prism eval --subspace (--checkpoint DIR | --model NAME) [--n 300] [--class-models 200] --seed S --out DIR [--lambda L,…|random]", stderr)
+	fs := newFlagSet("eval", "(--checkpoint DIR | --model NAME) --n N --seed S --out DIR [--lambda L|random] [--correct is|smc [--correct-obs N]]\n       prism eval --subspace (--checkpoint DIR | --model NAME) [--n 300] [--class-models 200] --seed S --out DIR [--lambda L,…|random]", stderr)
 	net := addNetFlags(fs, "trained network")
 	n := fs.Int("n", 1000, "test observations for SBC and classification")
 	seed := fs.Uint64("seed", 1, "random seed of the test data and of every sampler; the same seed gives the same report")
@@ -36,6 +36,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	steps := fs.Int("steps", posterior.DefaultSteps, "ODE solver steps of the parameter sampler")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	cf := addCorrectFlags(fs)
+	correctObs := fs.Int("correct-obs", 200, "with --correct (without --subspace): observations of the corrected parameter SBC, the first of the --n (the network's posterior corrected under each one's true model)")
 	subspace := fs.Bool("subspace", false, "only the paper's subspace classification test: a --class-models subspace drawn from p(M|λ), --n observations from its models, ranked by q(M|x,λ); --lambda may list several values (\"0.3,random\"); writes subspace.json and subspace.csv")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,11 +53,15 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return errors.New("--out is required")
 	}
 	if !*subspace {
-		for _, f := range []string{"correct", "correct-particles", "correct-samples", "correct-max-se", "correct-min-ess", "correct-min-q", "correct-max-models"} {
+		// Without --subspace a correction is of the true model only (the
+		// corrected parameter SBC): no candidates to prune.
+		for _, f := range []string{"correct-min-q", "correct-max-models"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies to --subspace only", f)
 			}
 		}
+	} else if set["correct-obs"] {
+		return errors.New("--correct-obs applies without --subspace only (the corrected parameter SBC)")
 	}
 	if *subspace {
 		return runSubspace(net, cf, *lambda, *n, *classModels, *seed, *out, *quiet, set, stderr)
@@ -70,8 +75,12 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		lam = v
 	}
 	if *n < 2 || *maskS < 1 || *thetaS < 2 || *isS < 2 || *subset < 1 || *steps < 1 ||
-		*ksdObs < 0 || *isObs < 0 || *predObs < 0 || *classModels < 0 || *classModels == 1 {
-		return errors.New("need --n ≥ 2, --mask-samples ≥ 1, --theta-samples ≥ 2, --is-samples ≥ 2, --subset ≥ 1, --steps ≥ 1, non-negative observation counts, --class-models 0 or ≥ 2")
+		*ksdObs < 0 || *isObs < 0 || *predObs < 0 || *correctObs < 1 || *classModels < 0 || *classModels == 1 {
+		return errors.New("need --n ≥ 2, --mask-samples ≥ 1, --theta-samples ≥ 2, --is-samples ≥ 2, --subset ≥ 1, --steps ≥ 1, non-negative observation counts, --correct-obs ≥ 1, --class-models 0 or ≥ 2")
+	}
+	cs, err := cf.settings(posterior.SampleOptions{Steps: *steps})
+	if err != nil {
+		return err
 	}
 	p, err := net.load()
 	if err != nil {
@@ -86,7 +95,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := eval.Config{N: *n, Seed: *seed, Lambda: lam, MaskSamples: *maskS, ThetaSamples: *thetaS,
 		KSDObs: *ksdObs, ISObs: *isObs, ISSamples: *isS, Subset: *subset, ClassModels: *classModels,
-		PredObs: *predObs, Steps: *steps}
+		PredObs: *predObs, Steps: *steps, Correct: cs, CorrectObs: *correctObs}
 	// Zero means "skip" on the command line but "default" in Config.
 	skip := func(v *int, flag int) {
 		if flag == 0 {

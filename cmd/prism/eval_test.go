@@ -121,3 +121,58 @@ func TestEvalCommand(t *testing.T) {
 		t.Error("--lambda 2 accepted")
 	}
 }
+
+// TestEvalCorrected runs `prism eval --correct smc` end to end: the
+// corrected parameter SBC lands in report.json, summary.csv and its own
+// figure, over --correct-obs observations; the candidate-pruning flags of
+// the subspace test are refused without --subspace, and --correct-obs with
+// it.
+func TestEvalCorrected(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, _, errs := prism("eval", "--checkpoint", testNet, "--n", "24", "--seed", "5", "--out", dir,
+		"--mask-samples", "8", "--theta-samples", "20", "--ksd-obs", "0", "--is-obs", "0", "--pred-obs", "0",
+		"--steps", "6", "--class-models", "10", "--correct", "smc", "--correct-particles", "32", "--correct-obs", "12")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "parameter SBC of the smc-corrected posterior (12 observations") {
+		t.Errorf("progress has no corrected SBC line: %s", errs)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "calibration-params-corrected.png")); err != nil || st.Size() == 0 {
+		t.Errorf("corrected calibration figure not written: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Corrected *struct {
+			Method       string
+			Observations int
+			Values       int
+			CE           struct{ Value float64 }
+			ESS          struct{ Value float64 } `json:"mean_ess"`
+		} `json:"param_sbc_corrected"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Corrected; c == nil || c.Method != "smc" || c.Observations != 12 || c.Values < 12 || !(c.ESS.Value > 0 && c.ESS.Value <= 1) {
+		t.Errorf("param_sbc_corrected: %+v", rep.Corrected)
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, "summary.csv"))
+	if !strings.Contains(string(csv), "param_sbc_corrected_ce,") || !strings.Contains(string(csv), "correct=smc") {
+		t.Errorf("summary.csv has no corrected rows")
+	}
+	for _, bad := range [][]string{
+		{"--correct", "smc", "--correct-max-models", "3"},
+		{"--subspace", "--correct", "smc", "--correct-obs", "3"},
+		{"--correct", "smc", "--correct-obs", "0"},
+		{"--correct", "mcmc"},
+	} {
+		args := append([]string{"eval", "--checkpoint", testNet, "--n", "4", "--out", filepath.Join(t.TempDir(), "bad")}, bad...)
+		if code, _, _ := prism(args...); code == 0 {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
