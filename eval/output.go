@@ -72,6 +72,11 @@ func (rep *Report) Rows() []Row {
 		add("param_sbc_corrected_observations", float64(c.Observations), cs)
 		add("param_sbc_corrected_failed", float64(c.Failed), cs)
 		val("param_sbc_corrected_mean_ess", c.ESS, cs)
+		if c.Passed != nil {
+			val("param_sbc_corrected_passed_ce", c.Passed.CE, cs)
+			add("param_sbc_corrected_passed_ce_band_upper", c.Passed.Band.Upper, cs)
+			add("param_sbc_corrected_passed_ce_dependent_band_upper", c.Passed.DependentBand.Upper, cs)
+		}
 		for _, w := range c.ByWidth {
 			hi := "inf"
 			if w.SDHi != nil {

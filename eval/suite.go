@@ -223,6 +223,10 @@ func Run(p *posterior.Posterior, cfg Config) (*Report, error) {
 		c := rep.ParamCorrected
 		r.progress("parameter SBC of the %s-corrected posterior (%d observations, %d corrections failed their diagnostics, mean ESS %.3f, %.0f s): CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)",
 			c.Method, c.Observations, c.Failed, c.ESS.Value, c.Seconds, c.CE.Value, c.Band.Upper, c.DependentBand.Upper)
+		if c.Passed != nil {
+			r.progress("parameter SBC of the %d corrections that passed their diagnostics: CE %.4f (band ≤ %.4f, dependent band ≤ %.4f)",
+				c.Observations-c.Failed, c.Passed.CE.Value, c.Passed.Band.Upper, c.Passed.DependentBand.Upper)
+		}
 		r.progress("corrected parameter SBC by dimension: %s", DimSummary(c.ByDimension, cfg.Level, 3))
 		if cfg.ThetaSamples >= MinWidthSamples {
 			r.progress("corrected parameter SBC by posterior width: %s", WidthSummary(c.ByWidth))

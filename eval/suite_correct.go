@@ -23,6 +23,12 @@ type CorrectedSBC struct {
 	// settings' limits (Result.Failed); their draws are kept in the SBC,
 	// which judges the procedure as a user runs it.
 	Failed int `json:"failed"`
+	// Passed is the same SBC over the observations whose correction passed
+	// its diagnostics, the ones a user is told to trust (nil when fewer
+	// than two passed). Which observations pass depends only on the data
+	// and the sampler's randomness, not on the truth given the data, so a
+	// correct posterior stays calibrated on them.
+	Passed *Calibration `json:"passed,omitempty"`
 	// ESS is the mean normalised effective sample size of the weighted
 	// samples, with its SE over observations.
 	ESS Value `json:"mean_ess"`
@@ -61,6 +67,21 @@ func (r *run) correctedParamSBC() (*CorrectedSBC, error) {
 	out.ESS.Value, out.ESS.SE = MeanSE(ess)
 	if out.Calibration, err = r.thetaCalibration(r.sims[:n], r.active[:n], draws); err != nil {
 		return nil, err
+	}
+	var ok []int
+	for i := range draws {
+		if !res[i][0].Failed {
+			ok = append(ok, i)
+		}
+	}
+	if len(ok) >= 2 && len(ok) < n {
+		c, err := r.thetaCalibration(pick(r.sims, ok), pick(r.active, ok), pick(draws, ok))
+		if err != nil {
+			return nil, err
+		}
+		out.Passed = &c
+	} else if len(ok) == n {
+		out.Passed = &out.Calibration
 	}
 	return out, nil
 }

@@ -50,6 +50,16 @@ func TestCorrectedParamSBC(t *testing.T) {
 	if c.Failed > 5 || !(c.ESS.Value > 0.5) {
 		t.Errorf("%d of 200 corrections failed, mean ESS %.3f", c.Failed, c.ESS.Value)
 	}
+	// The passed corrections alone: as many PIT values as their trials
+	// hold, and calibrated too.
+	switch {
+	case c.Passed == nil:
+		t.Error("no SBC of the passed corrections")
+	case c.Failed > 0 && c.Passed.Values >= c.Values, c.Failed == 0 && c.Passed.Values != c.Values:
+		t.Errorf("passed corrections hold %d of %d values with %d failed", c.Passed.Values, c.Values, c.Failed)
+	case !c.Passed.Inside:
+		t.Errorf("passed corrections: CE %.4f outside its band %.4f", c.Passed.CE.Value, c.Passed.Band.Upper)
+	}
 
 	// Same seed, same result; no correction, no corrected SBC.
 	small := cfg
