@@ -51,12 +51,16 @@ func (rep *Report) Rows() []Row {
 		add("param_sbc_dim_values", float64(d.Values), s)
 		val("param_sbc_dim_mean_pit", d.MeanPIT, s)
 	}
-	for _, w := range rep.Param.ByWidth {
+	// binSetting names a posterior-width bin in a setting.
+	binSetting := func(setting string, w WidthCalibration) string {
 		hi := "inf"
 		if w.SDHi != nil {
 			hi = fmt.Sprint(*w.SDHi)
 		}
-		s := fmt.Sprintf("%s,sd=%g-%s", set, w.SDLo, hi)
+		return fmt.Sprintf("%s,sd=%g-%s", setting, w.SDLo, hi)
+	}
+	for _, w := range rep.Param.ByWidth {
+		s := binSetting(set, w)
 		val("param_sbc_width_ce", w.CE, s)
 		add("param_sbc_width_ce_band_upper", w.BandUpper, s)
 		add("param_sbc_width_values", float64(w.Values), s)
@@ -78,11 +82,7 @@ func (rep *Report) Rows() []Row {
 			add("param_sbc_corrected_passed_ce_dependent_band_upper", c.Passed.DependentBand.Upper, cs)
 		}
 		for _, w := range c.ByWidth {
-			hi := "inf"
-			if w.SDHi != nil {
-				hi = fmt.Sprint(*w.SDHi)
-			}
-			s := fmt.Sprintf("%s,sd=%g-%s", cs, w.SDLo, hi)
+			s := binSetting(cs, w)
 			val("param_sbc_corrected_width_central_half", w.Central, s)
 			val("param_sbc_corrected_width_mean_pit", w.MeanPIT, s)
 		}
