@@ -83,7 +83,11 @@ func (c *Config) defaults(f family.Family) error {
 		def(&c.ClassModels, 200)
 	}
 	def(&c.PredObs, min(c.N, 100))
-	def(&c.CorrectObs, min(c.N, 200))
+	if c.Correct.Method != correct.None {
+		def(&c.CorrectObs, min(c.N, 200))
+	} else {
+		c.CorrectObs = 0 // nothing corrected: the report's settings say so
+	}
 	def(&c.PredSamples, c.ThetaSamples)
 	def(&c.Replicates, 20)
 	def(&c.BandReps, 1000)
