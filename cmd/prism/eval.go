@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/prismsbi/prism/correct"
 	"github.com/prismsbi/prism/eval"
 	"github.com/prismsbi/prism/internal/dirlock"
 	"github.com/prismsbi/prism/internal/memlimit"
@@ -81,6 +82,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	cs, err := cf.settings(posterior.SampleOptions{Steps: *steps})
 	if err != nil {
 		return err
+	}
+	if set["correct-obs"] && cs.Method == correct.None {
+		return errors.New("--correct-obs needs --correct is or smc")
 	}
 	p, err := net.load()
 	if err != nil {

@@ -126,7 +126,7 @@ func TestEvalCommand(t *testing.T) {
 // corrected parameter SBC lands in report.json, summary.csv and its own
 // figure, over --correct-obs observations; the candidate-pruning flags of
 // the subspace test are refused without --subspace, and --correct-obs with
-// it.
+// it or without --correct.
 func TestEvalCorrected(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	code, _, errs := prism("eval", "--checkpoint", testNet, "--n", "24", "--seed", "5", "--out", dir,
@@ -168,6 +168,7 @@ func TestEvalCorrected(t *testing.T) {
 		{"--correct", "smc", "--correct-max-models", "3"},
 		{"--subspace", "--correct", "smc", "--correct-obs", "3"},
 		{"--correct", "smc", "--correct-obs", "0"},
+		{"--correct-obs", "5"},
 		{"--correct", "mcmc"},
 	} {
 		args := append([]string{"eval", "--checkpoint", testNet, "--n", "4", "--out", filepath.Join(t.TempDir(), "bad")}, bad...)
