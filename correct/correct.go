@@ -136,6 +136,11 @@ func DefaultSettings(m Method) Settings {
 		Moves: 4, CESS: 0.5, MaxSteps: 100, MinESS: 0.05, MaxLogEvidenceSE: 0.1}
 }
 
+// Resolved returns the settings with every zero field replaced by its
+// default (DefaultSettings), or an error if they are invalid: what a
+// correction with s actually uses.
+func (s Settings) Resolved() (Settings, error) { return s.withDefaults() }
+
 func (s Settings) withDefaults() (Settings, error) {
 	d := DefaultSettings(s.Method)
 	if s.Samples == 0 {

@@ -18,6 +18,12 @@ import (
 type CorrectedSBC struct {
 	Method       string `json:"method"`
 	Observations int    `json:"observations"`
+	// Particles, CESS and Moves are the SMC's settings, Samples the
+	// importance samples of IS (correct.Settings).
+	Particles int     `json:"particles,omitempty"`
+	CESS      float64 `json:"cess,omitempty"`
+	Moves     int     `json:"moves,omitempty"`
+	Samples   int     `json:"samples,omitempty"`
 	Calibration
 	// Failed counts the corrections whose diagnostics were outside the
 	// settings' limits (Result.Failed); their draws are kept in the SBC,
@@ -44,7 +50,10 @@ func (r *run) correctedParamSBC() (*CorrectedSBC, error) {
 	for i := range masks {
 		masks[i] = [][]bool{r.sims[i].Mask}
 	}
-	s := r.cfg.Correct
+	s, err := r.cfg.Correct.Resolved()
+	if err != nil {
+		return nil, fmt.Errorf("eval: corrected parameter SBC: %w", err)
+	}
 	s.Sample = r.so
 	s.Sample.Seed = r.seed(streamCorrect)
 	start := time.Now()
@@ -53,6 +62,11 @@ func (r *run) correctedParamSBC() (*CorrectedSBC, error) {
 		return nil, fmt.Errorf("eval: corrected parameter SBC: %w", err)
 	}
 	out := &CorrectedSBC{Method: s.Method.String(), Observations: n, Seconds: time.Since(start).Seconds()}
+	if s.Method == correct.IS {
+		out.Samples = s.Samples
+	} else {
+		out.Particles, out.CESS, out.Moves = s.Particles, s.CESS, s.Moves
+	}
 	rng := rand.New(rand.NewPCG(r.seed(streamCorrect), 1))
 	draws := make([][][]float64, n)
 	ess := make([]float64, n)

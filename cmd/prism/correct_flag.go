@@ -16,6 +16,8 @@ type correctFlags struct {
 	particles, samples  *int
 	maxSE, minESS, minQ *float64
 	maxModels           *int
+	cess                *float64
+	moves               *int
 	pruneMinQ           float64
 	pruneMax            int
 }
@@ -30,6 +32,8 @@ func addCorrectFlags(fs *flag.FlagSet) *correctFlags {
 		minESS:    fs.Float64("correct-min-ess", d.MinESS, "flag the correction as failed below this normalised ESS"),
 		minQ:      fs.Float64("correct-min-q", 1e-3, "correct only the candidate models holding at least this share of the network's q(M | x, λ) over the candidates (the others get probability 0)"),
 		maxModels: fs.Int("correct-max-models", 16, "correct at most this many candidate models per observation, the most probable under q (0: no limit)"),
+		cess:      fs.Float64("correct-cess", d.CESS, "with --correct smc: conditional ESS (fraction of the particles) each tempering step keeps; higher takes more, smaller steps (0.9 with 8 moves is slower and more robust for very sharp posteriors, docs/posterior.md)"),
+		moves:     fs.Int("correct-moves", d.Moves, "with --correct smc: MALA moves per tempering step"),
 	}
 }
 
@@ -39,12 +43,14 @@ func (c *correctFlags) settings(so posterior.SampleOptions) (correct.Settings, e
 	if err != nil {
 		return correct.Settings{}, fmt.Errorf("--correct: %w", err)
 	}
-	if *c.particles < 2 || *c.samples < 2 || !(*c.maxSE > 0) || !(*c.minESS > 0 && *c.minESS <= 1) || !(*c.minQ >= 0 && *c.minQ < 1) || *c.maxModels < 0 {
-		return correct.Settings{}, fmt.Errorf("need --correct-particles ≥ 2, --correct-samples ≥ 2, --correct-max-se > 0, --correct-min-ess in (0, 1], --correct-min-q in [0, 1) and --correct-max-models ≥ 0")
+	if *c.particles < 2 || *c.samples < 2 || !(*c.maxSE > 0) || !(*c.minESS > 0 && *c.minESS <= 1) || !(*c.minQ >= 0 && *c.minQ < 1) || *c.maxModels < 0 ||
+		!(*c.cess > 0 && *c.cess < 1) || *c.moves < 1 {
+		return correct.Settings{}, fmt.Errorf("need --correct-particles ≥ 2, --correct-samples ≥ 2, --correct-max-se > 0, --correct-min-ess in (0, 1], --correct-min-q in [0, 1), --correct-max-models ≥ 0, --correct-cess in (0, 1) and --correct-moves ≥ 1")
 	}
 	c.pruneMinQ, c.pruneMax = *c.minQ, *c.maxModels
 	s := correct.DefaultSettings(m)
 	s.Particles, s.Samples, s.MaxLogEvidenceSE, s.MinESS = *c.particles, *c.samples, *c.maxSE, *c.minESS
+	s.CESS, s.Moves = *c.cess, *c.moves
 	s.Sample = so
 	return s, nil
 }

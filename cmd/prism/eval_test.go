@@ -131,7 +131,8 @@ func TestEvalCorrected(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	code, _, errs := prism("eval", "--checkpoint", testNet, "--n", "24", "--seed", "5", "--out", dir,
 		"--mask-samples", "8", "--theta-samples", "20", "--ksd-obs", "0", "--is-obs", "0", "--pred-obs", "0",
-		"--steps", "6", "--class-models", "10", "--correct", "smc", "--correct-particles", "32", "--correct-obs", "12")
+		"--steps", "6", "--class-models", "10", "--correct", "smc", "--correct-particles", "32", "--correct-obs", "12",
+		"--correct-cess", "0.7", "--correct-moves", "2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -152,12 +153,16 @@ func TestEvalCorrected(t *testing.T) {
 			Values       int
 			CE           struct{ Value float64 }
 			ESS          struct{ Value float64 } `json:"mean_ess"`
+			Particles    int
+			CESS         float64
+			Moves        int
 		} `json:"param_sbc_corrected"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if c := rep.Corrected; c == nil || c.Method != "smc" || c.Observations != 12 || c.Values < 12 || !(c.ESS.Value > 0 && c.ESS.Value <= 1) {
+	if c := rep.Corrected; c == nil || c.Method != "smc" || c.Observations != 12 || c.Values < 12 || !(c.ESS.Value > 0 && c.ESS.Value <= 1) ||
+		c.Particles != 32 || c.CESS != 0.7 || c.Moves != 2 {
 		t.Errorf("param_sbc_corrected: %+v", rep.Corrected)
 	}
 	csv, _ := os.ReadFile(filepath.Join(dir, "summary.csv"))
@@ -169,6 +174,8 @@ func TestEvalCorrected(t *testing.T) {
 		{"--subspace", "--correct", "smc", "--correct-obs", "3"},
 		{"--correct", "smc", "--correct-obs", "0"},
 		{"--correct-obs", "5"},
+		{"--correct", "smc", "--correct-cess", "1"},
+		{"--correct", "smc", "--correct-moves", "0"},
 		{"--correct", "mcmc"},
 	} {
 		args := append([]string{"eval", "--checkpoint", testNet, "--n", "4", "--out", filepath.Join(t.TempDir(), "bad")}, bad...)
