@@ -59,7 +59,7 @@ type Config struct {
 	// CorrectObs test observations [min(N, 200)]; families without a
 	// likelihood skip it.
 	Correct    correct.Settings `json:"-"`
-	CorrectObs int
+	CorrectObs int              `json:",omitempty"`
 	// Progress, if non-nil, receives one line per stage.
 	Progress io.Writer `json:"-"`
 }
