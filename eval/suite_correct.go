@@ -70,23 +70,19 @@ func (r *run) correctedParamSBC() (*CorrectedSBC, error) {
 	rng := rand.New(rand.NewPCG(r.seed(streamCorrect), 1))
 	draws := make([][][]float64, n)
 	ess := make([]float64, n)
+	var ok []int // observations whose correction passed its diagnostics
 	for i := range draws {
 		c := &res[i][0]
-		if c.Failed {
-			out.Failed++
+		if !c.Failed {
+			ok = append(ok, i)
 		}
 		ess[i] = c.ESS
 		draws[i] = c.Draw(rng, S)
 	}
+	out.Failed = n - len(ok)
 	out.ESS.Value, out.ESS.SE = MeanSE(ess)
 	if out.Calibration, err = r.thetaCalibration(r.sims[:n], r.active[:n], draws); err != nil {
 		return nil, err
-	}
-	var ok []int
-	for i := range draws {
-		if !res[i][0].Failed {
-			ok = append(ok, i)
-		}
 	}
 	if len(ok) >= 2 && len(ok) < n {
 		c, err := r.thetaCalibration(pick(r.sims, ok), pick(r.active, ok), pick(draws, ok))
