@@ -91,17 +91,15 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 // weightsBytes returns the weights file of a checkpoint (a weights file,
 // or a run directory's committed EMA weights) or of a shipped model.
 func weightsBytes(ckpt, model string) ([]byte, error) {
-	switch {
-	case ckpt != "" && model != "":
-		return nil, errors.New("give --checkpoint or --model, not both")
-	case model != "":
+	if err := oneNetwork(ckpt, model); err != nil {
+		return nil, err
+	}
+	if model != "" {
 		b, err := models.Weights(model)
 		if err != nil {
 			return nil, fmt.Errorf("--model: %w", err)
 		}
 		return b, nil
-	case ckpt == "":
-		return nil, errNoNetwork
 	}
 	st, err := os.Stat(ckpt)
 	if err != nil {

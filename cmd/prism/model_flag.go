@@ -47,24 +47,34 @@ func (n *netFlags) load() (*posterior.Posterior, error) {
 // errNoNetwork is returned when neither flag is given.
 var errNoNetwork = errors.New("give the trained network with --checkpoint DIR or --model NAME (shipped: " + strings.Join(models.Names(), ", ") + ")")
 
+// oneNetwork checks that exactly one of a checkpoint and a shipped model
+// is named.
+func oneNetwork(checkpoint, model string) error {
+	switch {
+	case checkpoint != "" && model != "":
+		return errors.New("give --checkpoint or --model, not both")
+	case checkpoint == "" && model == "":
+		return errNoNetwork
+	}
+	return nil
+}
+
 // loadPosterior returns the posterior of a checkpoint (directory or
 // weights file) or of a shipped model; exactly one must be given.
 func loadPosterior(checkpoint, model string) (*posterior.Posterior, error) {
-	switch {
-	case checkpoint != "" && model != "":
-		return nil, errors.New("give --checkpoint or --model, not both")
-	case model != "":
+	if err := oneNetwork(checkpoint, model); err != nil {
+		return nil, err
+	}
+	if model != "" {
 		p, err := models.Open(model)
 		if err != nil {
 			return nil, fmt.Errorf("--model: %w", err)
 		}
 		return p, nil
-	case checkpoint != "":
-		p, err := posterior.Load(checkpoint)
-		if err != nil {
-			return nil, fmt.Errorf("--checkpoint: %w", err)
-		}
-		return p, nil
 	}
-	return nil, errNoNetwork
+	p, err := posterior.Load(checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint: %w", err)
+	}
+	return p, nil
 }
