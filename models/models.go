@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -273,6 +274,10 @@ func Describe(name string, data []byte) (Info, error) {
 	}
 	if h.cfg.Replicas > 1 {
 		first += fmt.Sprintf(" --replicas %d", h.cfg.Replicas)
+	}
+	// A rate given on the command line (ConfigLR holds the file's).
+	if h.cfg.Optimizer.ConfigLR != 0 {
+		first += " --lr " + strconv.FormatFloat(h.cfg.Optimizer.LR, 'g', -1, 64)
 	}
 	if spans := h.cfg.Optimizer.EarlierSchedules; len(spans) > 0 {
 		first += fmt.Sprintf(" --steps %d%s%s --out runs/%s", spans[0].Until, lr(spans[0].Schedule), initFrom, name)

@@ -302,6 +302,26 @@ func TestDescribeCommands(t *testing.T) {
 	if want := chain + " --steps 5000 --lr-schedule cosine:1100:134:0.05"; info.Train != want {
 		t.Errorf("train\n%s\nwant\n%s", info.Train, want)
 	}
+
+	// A warm start at a rate given with --lr (the file's rate recorded in
+	// config_lr): the flag follows the seed and replicas.
+	opt["lr"], opt["config_lr"] = 0.00025, 0.0005
+	opt["schedule"] = map[string]any{"kind": "cosine", "start": 0, "steps": 1234, "final": 0.05}
+	delete(opt, "earlier_schedules")
+	if js, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	m["prism.config"] = string(js)
+	b.Reset()
+	if err := safetensors.Encode(&b, ts, m); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = Describe("symbolic-k15", b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "prism train --config configs/symbolic-k15.yaml --seed 23 --replicas 2 --lr 0.00025 --steps 1234 --lr-schedule cosine:0:1234:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15"; info.Reproduce != want {
+		t.Errorf("reproduce\n%s\nwant\n%s", info.Reproduce, want)
+	}
 }
 
 // TestConfigFileMatches: every shipped network was trained with the
@@ -336,6 +356,11 @@ func TestConfigFileMatches(t *testing.T) {
 		}
 		got.Optimizer.Schedule, want.Optimizer.Schedule = train.Schedule{}, train.Schedule{}
 		got.Optimizer.EarlierSchedules = nil
+		// A rate given with --lr is named by the reproduce command; the
+		// file must hold the rate it replaced.
+		if got.Optimizer.ConfigLR != 0 {
+			got.Optimizer.LR, got.Optimizer.ConfigLR = got.Optimizer.ConfigLR, 0
+		}
 		if got.BatchSize != want.BatchSize || !reflect.DeepEqual(got.Optimizer, want.Optimizer) || got.Family != want.Family {
 			t.Errorf("%s: family %s, batch %d, optimiser %+v; configs/%s.yaml: %s, %d, %+v", name,
 				got.Family, got.BatchSize, got.Optimizer, name, want.Family, want.BatchSize, want.Optimizer)

@@ -142,6 +142,29 @@ type OptimConfig struct {
 	// a weights file exported from it) says how its whole run was trained.
 	// Written by Resume, never read from a configuration file.
 	EarlierSchedules []ScheduleSpan `json:"earlier_schedules,omitempty" yaml:"-"`
+	// ConfigLR is the configuration file's rate when the command line
+	// replaced it (SetLR), so that a checkpoint names the --lr flag that
+	// reproduces it; 0 when LR is the file's. Never read from a file.
+	ConfigLR float64 `json:"config_lr,omitempty" yaml:"-"`
+}
+
+// SetLR replaces the base learning rate of a new run (prism train --lr),
+// remembering the configuration's own in ConfigLR.
+func (c *Config) SetLR(rate float64) error {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return fmt.Errorf("learning rate %v must be positive and finite", rate)
+	}
+	if rate == c.Optimizer.LR {
+		return nil
+	}
+	if c.Optimizer.ConfigLR == 0 {
+		c.Optimizer.ConfigLR = c.Optimizer.LR
+	}
+	if rate == c.Optimizer.ConfigLR {
+		c.Optimizer.ConfigLR = 0
+	}
+	c.Optimizer.LR = rate
+	return nil
 }
 
 // ScheduleSpan is a learning-rate schedule that governed the steps of a

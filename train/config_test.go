@@ -2,6 +2,7 @@ package train
 
 import (
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -172,6 +173,31 @@ func TestValidationConfigs(t *testing.T) {
 		}
 		if _, err := network.New(f, c.Network, 1); err != nil {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestSetLR: --lr replaces the base rate and remembers the configuration
+// file's; setting the file's rate again forgets it, and a non-positive or
+// infinite rate is refused.
+func TestSetLR(t *testing.T) {
+	var c Config
+	c.Optimizer.LR = 5e-4
+	if err := c.SetLR(5e-4); err != nil || c.Optimizer.ConfigLR != 0 {
+		t.Fatalf("same rate: err %v, config_lr %v", err, c.Optimizer.ConfigLR)
+	}
+	if err := c.SetLR(2.5e-4); err != nil || c.Optimizer.LR != 2.5e-4 || c.Optimizer.ConfigLR != 5e-4 {
+		t.Fatalf("lower rate: err %v, %+v", err, c.Optimizer)
+	}
+	if err := c.SetLR(1e-4); err != nil || c.Optimizer.LR != 1e-4 || c.Optimizer.ConfigLR != 5e-4 {
+		t.Fatalf("second change: err %v, %+v", err, c.Optimizer)
+	}
+	if err := c.SetLR(5e-4); err != nil || c.Optimizer.LR != 5e-4 || c.Optimizer.ConfigLR != 0 {
+		t.Fatalf("back to the file's: err %v, %+v", err, c.Optimizer)
+	}
+	for _, bad := range []float64{0, -1e-4, math.Inf(1), math.NaN()} {
+		if err := c.SetLR(bad); err == nil {
+			t.Errorf("rate %v accepted", bad)
 		}
 	}
 }

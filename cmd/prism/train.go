@@ -19,7 +19,7 @@ func init() {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--lambda-train R] [--out DIR2]", stderr)
+	fs := newFlagSet("train", "--family F [--config FILE.yaml] [--minutes M | --steps N] [--lr R] [--lr-schedule S] --out DIR [--seed S] [--init-from DIR]\n       prism train --resume DIR [--minutes M | --steps N] [--lr-schedule S] [--proposal P] [--lambda-train R] [--out DIR2]", stderr)
 	famName := fs.String("family", "", "model family (see 'prism families'); may be omitted when the config names it")
 	specPath := addSpecFlag(fs)
 	configPath := fs.String("config", "", "training configuration (YAML, see configs/ and docs/training.md); default: the family's defaults")
@@ -34,6 +34,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	lambdaTrain := fs.String("lambda-train", "", "distribution of the training simulations' λ, MIX:POWER: with probability MIX λ ~ Beta(POWER, 1), else U(0, 1); \"uniform\" for the paper's U(0, 1). Moves training towards many-component masks without changing the learnt posterior (docs/training.md); replaces the config's lambda_train, allowed with --resume")
 	initFrom := fs.String("init-from", "", "start from the EMA weights of the latest checkpoint in this training directory, or from a weights file (prism export), instead of random weights (same network configuration, the training noise distribution aside; e.g. to fine-tune on another family with the same components)")
 	replicas := fs.Int("replicas", 0, "data-parallel replicas: each step's batch is split into this many shards trained concurrently, one per core (same results up to rounding; replaces the config's; allowed with --resume)")
+	lr := fs.Float64("lr", 0, "base learning rate of a new run (replaces the config's optimizer.lr; the checkpoint records both, so `prism models` names this flag), e.g. a lower peak for a warm start")
 	schedule := fs.String("lr-schedule", "", "learning-rate decay KIND:START:STEPS:FINAL (KIND cosine or linear: from step START the rate falls to FINAL×lr over STEPS steps; replaces the config's; allowed with --resume, to anneal a run)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,8 +102,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 
 	var tr *train.Trainer
 	if *resume != "" {
-		if set["config"] || set["seed"] || set["init-from"] {
-			return errors.New("--config, --seed and --init-from cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
+		if set["config"] || set["seed"] || set["init-from"] || set["lr"] {
+			return errors.New("--config, --seed, --init-from and --lr cannot be combined with --resume: a resumed run keeps the configuration stored in its checkpoint")
 		}
 		tr, err = train.Resume(*resume, *out, limit, opts)
 		if err != nil {
@@ -139,6 +140,11 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		}
 		if set["init-from"] {
 			cfg.InitFrom = *initFrom
+		}
+		if set["lr"] {
+			if err := cfg.SetLR(*lr); err != nil {
+				return fmt.Errorf("--lr: %w", err)
+			}
 		}
 		limit(&cfg)
 		if cfg.Steps == 0 && cfg.Minutes == 0 && cfg.CPUMinutes == 0 {
