@@ -252,19 +252,25 @@ func TestDescribeCommands(t *testing.T) {
 	delete(cfg, "init_from")
 	cfg["seed"] = 0
 	delete(cfg, "replicas")
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
+	// describe stores cfg in the weights file's metadata and describes it.
+	describe := func() Info {
+		t.Helper()
+		js, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m["prism.config"] = string(js)
+		var b bytes.Buffer
+		if err := safetensors.Encode(&b, ts, m); err != nil {
+			t.Fatal(err)
+		}
+		info, err := Describe("symbolic-k15", b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
 	}
-	m["prism.config"] = string(js)
-	var b bytes.Buffer
-	if err := safetensors.Encode(&b, ts, m); err != nil {
-		t.Fatal(err)
-	}
-	info, err := Describe("symbolic-k15", b.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := describe()
 	if info.Step != 1234 || info.Reproduce != "prism train --config configs/symbolic-k15.yaml --steps 1234 --out runs/symbolic-k15" {
 		t.Errorf("step %d, reproduce %q", info.Step, info.Reproduce)
 	}
@@ -283,17 +289,7 @@ func TestDescribeCommands(t *testing.T) {
 	}
 	cfg["init_from"] = "/somewhere/models/symbolic-k15.safetensors"
 	cfg["seed"], cfg["replicas"] = 23, 2 // not the config file's: named on the first invocation
-	if js, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	m["prism.config"] = string(js)
-	b.Reset()
-	if err := safetensors.Encode(&b, ts, m); err != nil {
-		t.Fatal(err)
-	}
-	if info, err = Describe("symbolic-k15", b.Bytes()); err != nil {
-		t.Fatal(err)
-	}
+	info = describe()
 	chain := "prism train --config configs/symbolic-k15.yaml --seed 23 --replicas 2 --steps 1000 --lr-schedule cosine:0:1000:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15" +
 		" && prism train --resume runs/symbolic-k15 --steps 1100 --lr-schedule constant && prism train --resume runs/symbolic-k15"
 	if want := chain + " --steps 1234 --lr-schedule cosine:1100:134:0.05"; info.Reproduce != want {
@@ -308,17 +304,7 @@ func TestDescribeCommands(t *testing.T) {
 	opt["lr"], opt["config_lr"] = 0.00025, 0.0005
 	opt["schedule"] = map[string]any{"kind": "cosine", "start": 0, "steps": 1234, "final": 0.05}
 	delete(opt, "earlier_schedules")
-	if js, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	m["prism.config"] = string(js)
-	b.Reset()
-	if err := safetensors.Encode(&b, ts, m); err != nil {
-		t.Fatal(err)
-	}
-	if info, err = Describe("symbolic-k15", b.Bytes()); err != nil {
-		t.Fatal(err)
-	}
+	info = describe()
 	if want := "prism train --config configs/symbolic-k15.yaml --seed 23 --replicas 2 --lr 0.00025 --steps 1234 --lr-schedule cosine:0:1234:0.05 --init-from models/symbolic-k15.safetensors --out runs/symbolic-k15"; info.Reproduce != want {
 		t.Errorf("reproduce\n%s\nwant\n%s", info.Reproduce, want)
 	}
