@@ -188,6 +188,8 @@ func TestIssue22BadInput(t *testing.T) {
 		badCase{"dmri fit --samples 100000000", append(append([]string{"dmri", "fit", "--model", "b3s"}, scan...), "--samples", "100000000", "--out", filepath.Join(dir, "fit-big")), []string{"--samples 100000000 needs about", "the largest value that fits is about"}, []string{filepath.Join(dir, "fit-big")}},
 		badCase{"train batch_size: 100000000", []string{"train", "--config", bigCfg, "--out", filepath.Join(dir, "train-big")}, []string{"batch_size 100000000 needs about", "the largest value that fits is about"}, []string{filepath.Join(dir, "train-big")}},
 		badCase{"train steps: 5.7", []string{"train", "--config", fracCfg, "--out", filepath.Join(dir, "train-frac")}, []string{"line 2: steps: 5.7 is not an integer"}, []string{filepath.Join(dir, "train-frac")}},
+		badCase{"train --lr 0", []string{"train", "--family", "lingauss-k6", "--steps", "2", "--lr", "0", "--out", filepath.Join(dir, "train-lr0")}, []string{"--lr: learning rate 0 must be positive"}, []string{filepath.Join(dir, "train-lr0")}},
+		badCase{"train --resume with --lr", []string{"train", "--resume", filepath.Join(dir, "no-run"), "--lr", "1e-4"}, []string{"--lr cannot be combined with --resume"}, nil},
 		badCase{"simulate --n beyond the free disk", []string{"simulate", "--family", "b3s", "--n", "2000000000", "--seed", "1", "--out", filepath.Join(dir, "huge.jsonl")}, []string{"--n 2000000000 needs about", "of disk space"}, []string{filepath.Join(dir, "huge.jsonl")}},
 		badCase{"demo --slices 1000", []string{"demo", "--out", filepath.Join(dir, "demo"), "--slices", "1000"}, []string{"1000 slices asked for", "give at most"}, []string{filepath.Join(dir, "demo")}},
 	)
