@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -277,7 +276,7 @@ func Describe(name string, data []byte) (Info, error) {
 	}
 	// A rate given on the command line (ConfigLR holds the file's).
 	if h.cfg.Optimizer.ConfigLR != 0 {
-		first += " --lr " + strconv.FormatFloat(h.cfg.Optimizer.LR, 'g', -1, 64)
+		first += fmt.Sprintf(" --lr %g", h.cfg.Optimizer.LR)
 	}
 	if spans := h.cfg.Optimizer.EarlierSchedules; len(spans) > 0 {
 		first += fmt.Sprintf(" --steps %d%s%s --out runs/%s", spans[0].Until, lr(spans[0].Schedule), initFrom, name)

@@ -154,14 +154,11 @@ func (c *Config) SetLR(rate float64) error {
 	if !(rate > 0) || math.IsInf(rate, 0) {
 		return fmt.Errorf("learning rate %v must be positive and finite", rate)
 	}
-	if rate == c.Optimizer.LR {
-		return nil
-	}
 	if c.Optimizer.ConfigLR == 0 {
 		c.Optimizer.ConfigLR = c.Optimizer.LR
 	}
 	if rate == c.Optimizer.ConfigLR {
-		c.Optimizer.ConfigLR = 0
+		c.Optimizer.ConfigLR = 0 // the file's own rate: nothing to name
 	}
 	c.Optimizer.LR = rate
 	return nil
