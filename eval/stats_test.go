@@ -188,3 +188,24 @@ func TestClassificationHand(t *testing.T) {
 		t.Error("no error for a label outside the classes")
 	}
 }
+
+// TestSubspaceMetricsRanks checks the per-observation ranks of the true
+// model and the figures derived from them against ranks counted by hand.
+func TestSubspaceMetricsRanks(t *testing.T) {
+	scores := [][]float64{{3, 2, 1}, {1, 3, 2}, {1, 2, 3}, {3, 3, 1}}
+	tr := []int{0, 2, 0, 1}
+	// 1st; 2nd (3 > 2); 3rd; 2nd (the tie with class 0 goes to class 0).
+	want := []int{1, 2, 3, 2}
+	r, err := subspaceMetrics(scores, tr, 3, 10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if r.Ranks[i] != want[i] {
+			t.Fatalf("ranks %v, want %v", r.Ranks, want)
+		}
+	}
+	if r.MeanRank.Value != 2 || r.Top1.Value != 0.25 {
+		t.Errorf("mean rank %v, top-1 %v; want 2 and 0.25", r.MeanRank.Value, r.Top1.Value)
+	}
+}

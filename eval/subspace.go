@@ -66,9 +66,13 @@ type SubspaceResult struct {
 	BayesTop5 *Value `json:"bayes_top5,omitempty"`
 	// Labels are the subspace's masks (family.MaskString), Matrix the
 	// confusion matrix of the arg-max classifier (rows: true model).
-	Labels  []string    `json:"labels"`
-	Matrix  [][]float64 `json:"confusion"`
-	Seconds float64     `json:"seconds"`
+	Labels []string    `json:"labels"`
+	Matrix [][]float64 `json:"confusion"`
+	// Ranks is the rank (1 = best) of each observation's true model, in
+	// the order the observations were simulated: the whole top-k curve
+	// (how many more would a top-10 or a correction of q's top 20 catch).
+	Ranks   []int   `json:"ranks"`
+	Seconds float64 `json:"seconds"`
 
 	// truth and scores are kept for tests.
 	truth  []int
@@ -293,6 +297,7 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 	}
 	pred := make([]int, n)
 	ranks := make([]float64, n)
+	intRanks := make([]int, n)
 	for i, s := range scores {
 		if len(s) != k {
 			return nil, fmt.Errorf("eval: observation %d has %d scores for %d models", i, len(s), k)
@@ -305,7 +310,8 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 				pred[i] = c
 			}
 		}
-		ranks[i] = float64(rankOf(s, truth[i]))
+		intRanks[i] = rankOf(s, truth[i])
+		ranks[i] = float64(intRanks[i])
 	}
 	cm, err := Confusion(truth, pred, k)
 	if err != nil {
@@ -322,7 +328,7 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 		cm, _ := Confusion(pick(truth, idx), pick(pred, idx), k)
 		return MacroScores(cm)
 	}
-	res := &SubspaceResult{Models: k, Obs: n, Matrix: cm, truth: truth, scores: scores}
+	res := &SubspaceResult{Models: k, Obs: n, Matrix: cm, Ranks: intRanks, truth: truth, scores: scores}
 	res.Top1 = val(func(idx []int) float64 { return TopKAccuracy(pick(scores, idx), pick(truth, idx), 1) })
 	res.Top5 = val(func(idx []int) float64 { return TopKAccuracy(pick(scores, idx), pick(truth, idx), 5) })
 	res.MeanRank = val(func(idx []int) float64 {
