@@ -64,6 +64,10 @@ type SubspaceResult struct {
 	// perfect q(M | x, λ) scores in this test.
 	BayesTop1 *Value `json:"bayes_top1,omitempty"`
 	BayesTop5 *Value `json:"bayes_top5,omitempty"`
+	// Correction, with the likelihood correction (SubspaceCorrected),
+	// counts its failures: a ranking built on failed corrections is not
+	// exact, whatever its accuracy.
+	Correction *SubspaceCorrection `json:"correction,omitempty"`
 	// Labels are the subspace's masks (family.MaskString), Matrix the
 	// confusion matrix of the arg-max classifier (rows: true model).
 	Labels []string    `json:"labels"`
@@ -366,6 +370,10 @@ func WriteSubspace(dir string, results []*SubspaceResult) error {
 			}{{"top1", r.Top1}, {"top5", r.Top5}, {"mean_rank", r.MeanRank}, {"macro_precision", r.Precision},
 				{"macro_recall", r.Recall}, {"macro_f1", r.F1}} {
 				fmt.Fprintf(w, "%s,%g,%g,%s\n", m.name, m.v.Value, m.v.SE, set)
+			}
+			if c := r.Correction; c != nil && c.Obs > 0 {
+				fmt.Fprintf(w, "correction_failed_models,%g,,%s\n", float64(c.FailedModels)/float64(c.Models), set)
+				fmt.Fprintf(w, "correction_failed_observations,%g,,%s\n", float64(c.FailedObs)/float64(c.Obs), set)
 			}
 			if r.BayesTop1 != nil {
 				fmt.Fprintf(w, "bayes_top1,%g,%g,%s\n", r.BayesTop1.Value, r.BayesTop1.SE, set)

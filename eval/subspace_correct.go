@@ -22,6 +22,7 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 	}
 	prior := p.Family().MaskPrior()
 	byQ := qScorer(p)
+	diag := &SubspaceCorrection{}
 	score := func(obs []posterior.Observation, lams []float64, space [][]bool) ([][]float64, error) {
 		out, err := byQ(obs, lams, space)
 		if err != nil {
@@ -48,14 +49,74 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 		}
 		for i := range obs {
 			corrected := make([]float64, len(which[i]))
+			failed := make([]bool, len(which[i]))
 			for c, m := range which[i] {
 				corrected[c] = res[i][c].LogEvidence + prior.LogProb(space[m], lams[i])
+				failed[c] = res[i][c].Failed
 			}
+			diag.add(corrected, failed)
 			mergeCorrected(out[i], which[i], corrected)
 		}
 		return out, nil
 	}
-	return SubspaceClassify(p.Family(), score, cfg)
+	r, err := SubspaceClassify(p.Family(), score, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.Correction = diag
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "correction: %d of %d corrected models failed their diagnostics; %d of %d observations failed (a failed model holds ≥ 1 %% of the corrected mass)\n",
+			diag.FailedModels, diag.Models, diag.FailedObs, diag.Obs)
+	}
+	return r, nil
+}
+
+// SubspaceCorrection counts the likelihood correction's failures in a
+// corrected subspace test, with the rule of the commands (docs/posterior.md,
+// "Diagnostics and failure"): a corrected model fails when its ESS, its
+// log-evidence SE or its tempering is outside the limits; an observation
+// fails when a failed model holds at least 1 % of the corrected posterior
+// mass of its corrected models.
+type SubspaceCorrection struct {
+	Models       int `json:"models"`
+	FailedModels int `json:"failed_models"`
+	Obs          int `json:"observations"`
+	FailedObs    int `json:"failed_observations"`
+}
+
+// add counts one observation: scores are its corrected models' log
+// evidence + log prior, failed their flags.
+func (d *SubspaceCorrection) add(scores []float64, failed []bool) {
+	d.Obs++
+	d.Models += len(scores)
+	top := math.Inf(-1)
+	for _, s := range scores {
+		if s > top { // NaN never is
+			top = s
+		}
+	}
+	w := make([]float64, len(scores)) // corrected mass, up to a constant
+	var total float64
+	for c, s := range scores {
+		if s > math.Inf(-1) {
+			w[c] = math.Exp(s - top)
+		}
+		total += w[c]
+	}
+	obsFailed := false
+	for c, f := range failed {
+		if !f {
+			continue
+		}
+		d.FailedModels++
+		// With no usable estimate at all, any failure fails the observation.
+		if total == 0 || w[c] >= 0.01*total {
+			obsFailed = true
+		}
+	}
+	if obsFailed {
+		d.FailedObs++
+	}
 }
 
 // uncorrectedOffset puts the models that were not corrected below every

@@ -31,8 +31,13 @@ func TestSubspaceCorrected(t *testing.T) {
 	if r.BayesTop1 == nil || math.Abs(r.Top1.Value-r.BayesTop1.Value) > 0.05 {
 		t.Errorf("corrected top-1 %.3f, exact posterior %+v", r.Top1.Value, r.BayesTop1)
 	}
-	t.Logf("top-1: network %.3f, corrected %.3f, exact %.3f (top-5 %.3f / %.3f / %.3f)",
-		plain.Top1.Value, r.Top1.Value, r.BayesTop1.Value, plain.Top5.Value, r.Top5.Value, r.BayesTop5.Value)
+	t.Logf("top-1: network %.3f, corrected %.3f, exact %.3f (top-5 %.3f / %.3f / %.3f); correction %+v",
+		plain.Top1.Value, r.Top1.Value, r.BayesTop1.Value, plain.Top5.Value, r.Top5.Value, r.BayesTop5.Value, r.Correction)
+	// Here the SMC is accurate (SE ≈ 0.05 against the 0.1 limit), so its
+	// diagnostics should pass; as for the rankings, three of 60 may not.
+	if c := r.Correction; c == nil || c.Obs != 60 || c.Models != 300 || c.FailedObs > 3 {
+		t.Errorf("correction counts %+v, want 60 observations, 300 corrected models and at most 3 failed observations", r.Correction)
+	}
 	if _, err := SubspaceCorrected(p, cfg, correct.DefaultSettings(correct.SMC), 0); err == nil {
 		t.Error("zero corrected models accepted")
 	}
@@ -54,5 +59,30 @@ func TestMergeCorrected(t *testing.T) {
 		if got := rankOf(s, m); got != r+1 {
 			t.Errorf("model %d: rank %d, want %d (scores %v)", m, got, r+1, s)
 		}
+	}
+}
+
+// TestSubspaceCorrectionCounts checks the failure rule on hand-made
+// observations: a failed model fails its observation only when it holds at
+// least 1 % of the corrected mass, or when no estimate is usable.
+func TestSubspaceCorrectionCounts(t *testing.T) {
+	var d SubspaceCorrection
+	// Failed model 5 nats below the best: mass e⁻⁵/(1 + e⁻⁵) ≈ 0.0067 < 1 %.
+	d.add([]float64{-100, -105}, []bool{false, true})
+	if d.FailedObs != 0 || d.FailedModels != 1 {
+		t.Fatalf("after a negligible failure: %+v", d)
+	}
+	// Failed model 4 nats below: e⁻⁴/(1 + e⁻⁴) ≈ 0.018 ≥ 1 %.
+	d.add([]float64{-100, -104}, []bool{false, true})
+	if d.FailedObs != 1 {
+		t.Fatalf("after a failure with 1.8 %% of the mass: %+v", d)
+	}
+	// No usable estimate (NaN, −Inf): any failure counts.
+	d.add([]float64{math.NaN(), math.Inf(-1)}, []bool{true, false})
+	// Nothing failed.
+	d.add([]float64{-1, -2, -3}, []bool{false, false, false})
+	want := SubspaceCorrection{Models: 9, FailedModels: 3, Obs: 4, FailedObs: 2}
+	if d != want {
+		t.Errorf("counts %+v, want %+v", d, want)
 	}
 }
