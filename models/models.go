@@ -329,9 +329,23 @@ func calibrateCommand(name string, cal json.RawMessage) (string, error) {
 // committed by a still running training between reading LATEST and the
 // file is handled by reading LATEST again.
 func Export(checkpointDir, path string) (Info, error) {
+	return ExportAs(checkpointDir, path, "")
+}
+
+// ExportAs is Export with the training configuration's init_from replaced
+// by initFrom when it is not empty: a warm start that began from a copy of
+// a shipped file (e.g. the run folder's init.safetensors) then names the
+// shipped file, models/NAME.safetensors, in its recipe (`prism models`). Only
+// the prism.config metadata changes; the weights are written bit for bit.
+func ExportAs(checkpointDir, path, initFrom string) (Info, error) {
 	data, err := RunWeights(checkpointDir)
 	if err != nil {
 		return Info{}, fmt.Errorf("models: export: %w", err)
+	}
+	if initFrom != "" {
+		if data, err = setInitFrom(data, initFrom); err != nil {
+			return Info{}, fmt.Errorf("models: export %s: %w", checkpointDir, err)
+		}
 	}
 	base := strings.TrimSuffix(filepath.Base(path), Ext)
 	info, err := Describe(base, data)
@@ -348,6 +362,45 @@ func Export(checkpointDir, path string) (Info, error) {
 		return Info{}, fmt.Errorf("models: export: %w", err)
 	}
 	return info, nil
+}
+
+// setInitFrom returns the weights file data with the init_from of its
+// training configuration (metadata prism.config) set to initFrom. The run
+// must have been a warm start: a file without an init_from is refused, so a
+// recipe never gains a starting point its run did not have.
+func setInitFrom(data []byte, initFrom string) ([]byte, error) {
+	ts, meta, err := safetensors.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(meta["prism.config"]), &cfg); err != nil {
+		return nil, fmt.Errorf("prism.config: %w", err)
+	}
+	var old string
+	if raw, ok := cfg["init_from"]; ok {
+		if err := json.Unmarshal(raw, &old); err != nil {
+			return nil, fmt.Errorf("prism.config init_from: %w", err)
+		}
+	}
+	if old == "" {
+		return nil, fmt.Errorf("the run did not start from other weights (no init_from in its configuration), so it has none to rename to %q", initFrom)
+	}
+	v, err := json.Marshal(initFrom)
+	if err != nil {
+		return nil, err
+	}
+	cfg["init_from"] = v
+	c, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta["prism.config"] = string(c)
+	var buf bytes.Buffer
+	if err := safetensors.Encode(&buf, ts, meta); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // RunWeights returns the EMA weights file (ema.safetensors) of the

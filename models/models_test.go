@@ -390,3 +390,82 @@ func TestDescribeCalibrated(t *testing.T) {
 		}
 	}
 }
+
+// TestExportAs: --init-from-as renames the warm start's source in the
+// recipe and changes nothing else — the tensors are identical and every
+// other configuration field is the run's; a run that was not warm-started
+// is refused.
+func TestExportAs(t *testing.T) {
+	w, err := Weights("symbolic-k50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "symbolic-k50"+Ext)
+	info, err := ExportAs(fakeRun(t, w), out, "models/elsewhere.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info.Train, " --init-from models/elsewhere.safetensors") {
+		t.Errorf("recipe %q does not name the new source", info.Train)
+	}
+	shipped, _ := Lookup("symbolic-k50")
+	if want := strings.Replace(shipped.Train, "models/symbolic-k50.safetensors", "models/elsewhere.safetensors", 1); info.Train != want {
+		t.Errorf("recipe %q, want %q", info.Train, want)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts0, meta0, err := safetensors.Decode(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts1, meta1, err := safetensors.Decode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts0) != len(ts1) {
+		t.Fatalf("%d tensors, want %d", len(ts1), len(ts0))
+	}
+	for i := range ts0 {
+		if ts0[i].Name != ts1[i].Name || !slices.Equal(ts0[i].Shape, ts1[i].Shape) || !slices.Equal(ts0[i].Data, ts1[i].Data) {
+			t.Fatalf("tensor %s changed", ts0[i].Name)
+		}
+	}
+	var c0, c1 map[string]any
+	if err := json.Unmarshal([]byte(meta0["prism.config"]), &c0); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(meta1["prism.config"]), &c1); err != nil {
+		t.Fatal(err)
+	}
+	if c1["init_from"] != "models/elsewhere.safetensors" {
+		t.Errorf("init_from %v", c1["init_from"])
+	}
+	delete(c0, "init_from")
+	delete(c1, "init_from")
+	if !reflect.DeepEqual(c0, c1) {
+		t.Errorf("the rest of the configuration changed:\n%v\n%v", c0, c1)
+	}
+	for k, v := range meta0 {
+		if k != "prism.config" && meta1[k] != v {
+			t.Errorf("metadata %s: %q, want %q", k, meta1[k], v)
+		}
+	}
+
+	// Without a warm start there is nothing to rename.
+	delete(c0, "init_from")
+	plain, err := json.Marshal(c0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta0["prism.config"] = string(plain)
+	var b bytes.Buffer
+	if err := safetensors.Encode(&b, ts0, meta0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ExportAs(fakeRun(t, b.Bytes()), filepath.Join(t.TempDir(), "x"+Ext), "models/x.safetensors"); err == nil ||
+		!strings.Contains(err.Error(), "did not start from other weights") {
+		t.Errorf("a run without init_from: err %v", err)
+	}
+}

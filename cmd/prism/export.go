@@ -47,9 +47,10 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 }
 
 func runExport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("export", "--checkpoint DIR --out FILE.safetensors", stderr)
+	fs := newFlagSet("export", "--checkpoint DIR --out FILE.safetensors [--init-from-as PATH]", stderr)
 	ckpt := fs.String("checkpoint", "", "`prism train` output directory (its committed checkpoint's EMA weights are exported)")
 	out := fs.String("out", "", "weights file to write, e.g. models/b3s.safetensors")
+	initAs := fs.String("init-from-as", "", "for a warm-started run: record this path as the weights it started from (e.g. models/symbolic-k50.safetensors when the run began from a copy of that file), so that `prism models` prints the recipe with it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if *ckpt == "" || *out == "" {
 		return errors.New("--checkpoint and --out are required")
 	}
-	info, err := models.Export(*ckpt, *out)
+	info, err := models.ExportAs(*ckpt, *out, *initAs)
 	if err != nil {
 		return err
 	}
