@@ -300,8 +300,7 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 		return nil, fmt.Errorf("eval: %d score rows for %d observations", n, len(truth))
 	}
 	pred := make([]int, n)
-	ranks := make([]float64, n)
-	intRanks := make([]int, n)
+	ranks := make([]int, n)
 	for i, s := range scores {
 		if len(s) != k {
 			return nil, fmt.Errorf("eval: observation %d has %d scores for %d models", i, len(s), k)
@@ -314,8 +313,7 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 				pred[i] = c
 			}
 		}
-		intRanks[i] = rankOf(s, truth[i])
-		ranks[i] = float64(intRanks[i])
+		ranks[i] = rankOf(s, truth[i])
 	}
 	cm, err := Confusion(truth, pred, k)
 	if err != nil {
@@ -332,13 +330,13 @@ func subspaceMetrics(scores [][]float64, truth []int, k, boot int, seed uint64) 
 		cm, _ := Confusion(pick(truth, idx), pick(pred, idx), k)
 		return MacroScores(cm)
 	}
-	res := &SubspaceResult{Models: k, Obs: n, Matrix: cm, Ranks: intRanks, truth: truth, scores: scores}
+	res := &SubspaceResult{Models: k, Obs: n, Matrix: cm, Ranks: ranks, truth: truth, scores: scores}
 	res.Top1 = val(func(idx []int) float64 { return TopKAccuracy(pick(scores, idx), pick(truth, idx), 1) })
 	res.Top5 = val(func(idx []int) float64 { return TopKAccuracy(pick(scores, idx), pick(truth, idx), 5) })
 	res.MeanRank = val(func(idx []int) float64 {
 		s := 0.0
 		for _, i := range idx {
-			s += ranks[i]
+			s += float64(ranks[i])
 		}
 		return s / float64(len(idx))
 	})

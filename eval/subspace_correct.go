@@ -49,12 +49,10 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 		}
 		for i := range obs {
 			corrected := make([]float64, len(which[i]))
-			failed := make([]bool, len(which[i]))
 			for c, m := range which[i] {
 				corrected[c] = res[i][c].LogEvidence + prior.LogProb(space[m], lams[i])
-				failed[c] = res[i][c].Failed
 			}
-			diag.add(corrected, failed)
+			diag.add(correct.Models(p.Family(), res[i], lams[i]), res[i])
 			mergeCorrected(out[i], which[i], corrected)
 		}
 		return out, nil
@@ -72,11 +70,11 @@ func SubspaceCorrected(p *posterior.Posterior, cfg SubspaceConfig, cs correct.Se
 }
 
 // SubspaceCorrection counts the likelihood correction's failures in a
-// corrected subspace test, with the rule of the commands (docs/posterior.md,
-// "Diagnostics and failure"): a corrected model fails when its ESS, its
-// log-evidence SE or its tempering is outside the limits; an observation
-// fails when a failed model holds at least 1 % of the corrected posterior
-// mass of its corrected models.
+// corrected subspace test, with the rule of the commands (correct.Models;
+// docs/posterior.md, "Diagnostics and failure"): a corrected model fails
+// when its ESS, its log-evidence SE or its tempering is outside the limits;
+// an observation fails when a failed model holds at least 1 % of the
+// corrected posterior mass of its corrected models.
 type SubspaceCorrection struct {
 	Models       int `json:"models"`
 	FailedModels int `json:"failed_models"`
@@ -84,37 +82,17 @@ type SubspaceCorrection struct {
 	FailedObs    int `json:"failed_observations"`
 }
 
-// add counts one observation: scores are its corrected models' log
-// evidence + log prior, failed their flags.
-func (d *SubspaceCorrection) add(scores []float64, failed []bool) {
+// add counts one observation: its corrected model posterior and the
+// per-model results it was built from.
+func (d *SubspaceCorrection) add(mp correct.ModelPosterior, res []correct.Result) {
 	d.Obs++
-	d.Models += len(scores)
-	top := math.Inf(-1)
-	for _, s := range scores {
-		if s > top { // NaN never is
-			top = s
+	d.Models += len(res)
+	for _, r := range res {
+		if r.Failed {
+			d.FailedModels++
 		}
 	}
-	w := make([]float64, len(scores)) // corrected mass, up to a constant
-	var total float64
-	for c, s := range scores {
-		if s > math.Inf(-1) {
-			w[c] = math.Exp(s - top)
-		}
-		total += w[c]
-	}
-	obsFailed := false
-	for c, f := range failed {
-		if !f {
-			continue
-		}
-		d.FailedModels++
-		// With no usable estimate at all, any failure fails the observation.
-		if total == 0 || w[c] >= 0.01*total {
-			obsFailed = true
-		}
-	}
-	if obsFailed {
+	if mp.Failed {
 		d.FailedObs++
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prismsbi/prism/correct"
+	"github.com/prismsbi/prism/family"
 	"github.com/prismsbi/prism/posterior"
 )
 
@@ -64,23 +65,41 @@ func TestMergeCorrected(t *testing.T) {
 
 // TestSubspaceCorrectionCounts checks the failure rule on hand-made
 // observations: a failed model fails its observation only when it holds at
-// least 1 % of the corrected mass, or when no estimate is usable.
+// least 1 % of the corrected mass, or when no estimate is usable. The log
+// evidences are set so that log p̂(x | M) + log p(M | λ) takes the values
+// named in each case.
 func TestSubspaceCorrectionCounts(t *testing.T) {
+	f, err := family.Lookup("lingauss-k6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lambda = 0.3
+	masks, err := DrawSubspace(f, 3, lambda, 1) // three masks of positive prior
+	if err != nil {
+		t.Fatal(err)
+	}
 	var d SubspaceCorrection
+	add := func(scores []float64, failed []bool) {
+		res := make([]correct.Result, len(scores))
+		for c := range scores {
+			res[c] = correct.Result{Mask: masks[c], LogEvidence: scores[c] - f.MaskPrior().LogProb(masks[c], lambda), Failed: failed[c]}
+		}
+		d.add(correct.Models(f, res, lambda), res)
+	}
 	// Failed model 5 nats below the best: mass e⁻⁵/(1 + e⁻⁵) ≈ 0.0067 < 1 %.
-	d.add([]float64{-100, -105}, []bool{false, true})
+	add([]float64{-100, -105}, []bool{false, true})
 	if d.FailedObs != 0 || d.FailedModels != 1 {
 		t.Fatalf("after a negligible failure: %+v", d)
 	}
 	// Failed model 4 nats below: e⁻⁴/(1 + e⁻⁴) ≈ 0.018 ≥ 1 %.
-	d.add([]float64{-100, -104}, []bool{false, true})
+	add([]float64{-100, -104}, []bool{false, true})
 	if d.FailedObs != 1 {
 		t.Fatalf("after a failure with 1.8 %% of the mass: %+v", d)
 	}
 	// No usable estimate (NaN, −Inf): any failure counts.
-	d.add([]float64{math.NaN(), math.Inf(-1)}, []bool{true, false})
+	add([]float64{math.NaN(), math.Inf(-1)}, []bool{true, false})
 	// Nothing failed.
-	d.add([]float64{-1, -2, -3}, []bool{false, false, false})
+	add([]float64{-1, -2, -3}, []bool{false, false, false})
 	want := SubspaceCorrection{Models: 9, FailedModels: 3, Obs: 4, FailedObs: 2}
 	if d != want {
 		t.Errorf("counts %+v, want %+v", d, want)

@@ -453,8 +453,8 @@ func TestExportAs(t *testing.T) {
 		}
 	}
 
-	// Without a warm start there is nothing to rename.
-	delete(c0, "init_from")
+	// Without a warm start there is nothing to rename (c0 has no
+	// init_from any more).
 	plain, err := json.Marshal(c0)
 	if err != nil {
 		t.Fatal(err)
